@@ -1,0 +1,73 @@
+// Constants and the global address shared by every layer of the framework.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace smart {
+
+using node_t = uint8_t;
+
+// Thread and task ids travel in 8-bit fields of a work request id, so both are
+// limited to 256 values. Task 0 is a thread's own (non-coroutine) context.
+constexpr int kMaxThreads = 256;
+constexpr int kMaxTasksPerThread = 256;
+// Memory blades a client can address (the node field of a GlobalAddress).
+constexpr int kMaxNodes = 256;
+
+constexpr size_t kCacheLineSize = 64;
+constexpr size_t kHugePageSize = 2u << 20;
+constexpr int kChunkShift = 14;
+constexpr size_t kChunkSize = size_t{1} << kChunkShift;  // 16 KiB
+constexpr int kMaxRootEntries = 256;
+// Largest number of work requests a task batches behind one doorbell.
+constexpr int kMaxBatchSize = 16;
+
+// Memory region ids inside a memory blade.
+constexpr uint8_t kMainMemoryRegion = 0;
+constexpr uint8_t kDeviceMemoryRegion = 1;
+constexpr int kMemoryRegions = 2;
+
+// A 64-bit remote pointer: byte offset (bits 0-47) into memory region
+// `mr_id` (bits 48-55) of memory node `node` (bits 56-63). All ones is null.
+union GlobalAddress {
+  struct {
+    uint64_t offset : 48;
+    uint64_t mr_id : 8;
+    uint64_t node : 8;
+  };
+  uint64_t raw;
+
+  constexpr GlobalAddress() : raw(~uint64_t{0}) {}
+  constexpr explicit GlobalAddress(uint64_t value) : raw(value) {}
+  constexpr GlobalAddress(node_t n, uint64_t off, uint8_t mr = kMainMemoryRegion)
+      : raw((uint64_t{n} << 56) | (uint64_t{mr} << 48) | (off & ((uint64_t{1} << 48) - 1))) {}
+
+  static constexpr GlobalAddress Null() { return GlobalAddress(); }
+  constexpr bool is_null() const { return raw == ~uint64_t{0}; }
+
+  GlobalAddress operator+(uint64_t delta) const { return GlobalAddress(node, offset + delta, mr_id); }
+  bool operator==(const GlobalAddress& o) const { return raw == o.raw; }
+  bool operator!=(const GlobalAddress& o) const { return raw != o.raw; }
+
+  std::string to_string() const;
+};
+static_assert(sizeof(GlobalAddress) == 8);
+
+// Chunk 0 of every memory blade's main region: the allocation watermark and
+// the root entries through which applications find their structures.
+struct SuperChunk {
+  uint64_t max_chunk;    // number of chunks in the pool
+  uint64_t alloc_chunk;  // next free chunk (chunk 0 is this header)
+  uint64_t root_entries[kMaxRootEntries];
+};
+static_assert(sizeof(SuperChunk) == 2064);
+constexpr size_t kSuperChunkAllocOffset = offsetof(SuperChunk, alloc_chunk);
+constexpr size_t kRootEntryOffset = offsetof(SuperChunk, root_entries);
+
+// How an operation is issued: queued only, queued and posted, or posted and
+// waited for together with everything the task queued before it.
+enum class Option { kNone, kPost, kSync };
+
+}  // namespace smart

@@ -1,0 +1,142 @@
+// Configuration: the JSON files, their keys (upstream SMART's names) and the
+// environment overrides. Every file and variable is read here and nowhere else.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace smart {
+
+enum class TransportChoice { kAuto, kVerbs, kShm };
+enum class DoorbellMode { kThreadDomain, kUuar, kShared };
+
+const char* TransportChoiceName(TransportChoice t);
+const char* DoorbellModeName(DoorbellMode m);
+
+struct WorkReqThrotConfig {
+  int initial_credit = 4;
+  int max_credit = 12;
+  int credit_step = 2;
+  int execution_epochs = 60;
+  uint64_t sample_cycles = 19200000;  // TSC cycles per epoch
+  double inf_credit_weight = 1.05;
+  bool auto_tuning = true;
+};
+
+struct ConflictAvoidanceConfig {
+  double low_water_mark = 0.1;
+  double high_water_mark = 0.5;
+  uint64_t epoch_us = 20000;
+  uint64_t initial_backoff_ns = 1700;
+  uint64_t max_backoff_ns = 1750000;
+  int max_tasks = 64;                // coroutines admitted at most
+  bool coroutine_throttling = true;  // env DISABLE_CORO_THROT turns it off
+  bool adaptive_backoff_limit = true;
+  // Fixed truncation point when adaptive_backoff_limit is off.
+  uint64_t fixed_backoff_limit_ns = 1750000;
+};
+
+struct SmartConfig {
+  std::string source;  // file the values came from
+
+  TransportChoice transport = TransportChoice::kAuto;
+  struct {
+    std::string name;  // empty: first device
+    int port = 1;
+    int gid_idx = -1;  // -1: pick the RoCE v2 IPv4-mapped GID
+  } infiniband;
+  struct {
+    uint64_t latency_ns = 0;  // added to every completion
+  } shm;
+  struct {
+    int max_cqe_size = 256;
+    int max_wqe_size = 256;
+    int max_sge_size = 1;
+    int max_inline_data = 64;
+    int timeout = 14;    // local ACK timeout exponent (4.096 us << timeout)
+    int retry_cnt = 7;
+    int rnr_retry = 7;
+    int path_mtu = 1024;  // bytes
+  } qp_param;
+  int max_nodes = 128;
+  uint64_t initiator_cache_size = 256;  // MiB
+  int connect_timeout_ms = 10000;
+
+  bool use_thread_aware_alloc = true;
+  struct {
+    int total_uuar = 100;
+    int shared_uuar = 96;
+    bool shared_cq = true;
+    DoorbellMode doorbell = DoorbellMode::kThreadDomain;
+  } thread_aware_alloc;
+
+  bool use_work_req_throt = true;
+  WorkReqThrotConfig work_req_throt;
+
+  bool use_conflict_avoidance = true;
+  ConflictAvoidanceConfig conflict_avoidance;
+
+  bool use_speculative_lookup = true;
+
+  struct {
+    bool qp_sharing = false;
+  } experimental;
+
+  // Loads from SMART_CONFIG_PATH or the default search path, then applies
+  // SMART_OPTS and the other environment overrides. Throws smart::Error.
+  static SmartConfig Load();
+  static SmartConfig LoadFile(const std::string& path);
+  // Parses JSON text; `source` names it in error messages. No env applied.
+  static SmartConfig Parse(const std::string& text, const std::string& source);
+  // Applies SMART_OPTS, DISABLE_CORO_THROT and MAX_BACKOFF_CYCLE_LOG2.
+  void ApplyEnvironment();
+  // Applies a SMART_OPTS value ("None", or tokens ThrdAwareAlloc,
+  // WorkReqThrot, ConflictAvoid, SpecLookup). Throws on an unknown token.
+  void ApplySmartOpts(const std::string& opts);
+  std::string Summary() const;
+};
+
+struct BackendConfig {
+  std::string source;
+  std::string dev_dax_path;
+  uint64_t capacity = 16000;  // MiB
+  int tcp_port = 12345;
+  int nic_numa_node = -1;     // -1: no pinning
+  int max_clients = 1024;
+
+  static BackendConfig LoadFile(const std::string& path);
+  static BackendConfig Parse(const std::string& text, const std::string& source);
+};
+
+struct ServerAddress {
+  std::string hostname;
+  int port = 12345;
+};
+
+struct TestRdmaConfig {
+  std::string source;
+  std::vector<std::string> servers;  // empty: embedded memory blade
+  int port = 12345;
+  uint64_t block_size = 8;
+  int qp_num = -1;
+  std::string type = "read";
+  std::string dump_file_path = "test_rdma.csv";
+  std::string dump_prefix;  // empty: "rdma-" + type
+  double duration = 15;     // seconds
+  uint64_t memory_size = 1024;  // MiB of the pool (server) and the address range (client)
+
+  // APP config path: TEST_RDMA_CONF, then default search; env TYPE, BLKSIZE,
+  // QP_NUM, DUMP_FILE_PATH, DUMP_PREFIX override.
+  static TestRdmaConfig Load(const std::string& explicit_path = "");
+  static TestRdmaConfig Parse(const std::string& text, const std::string& source);
+};
+
+// Resolves a config file name: `env_var` if set, else config/<name> searched
+// relative to the working directory and the executable. Throws if none exists.
+std::string FindConfigFile(const std::string& name, const char* env_var);
+
+// Reads an environment variable; empty optional-like "" when unset.
+bool GetEnv(const char* name, std::string* value);
+
+}  // namespace smart

@@ -1,0 +1,61 @@
+// Error reporting: setup code throws smart::Error; the data path returns
+// smart::Status and never throws.
+#pragma once
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace smart {
+
+// Thrown by setup code (configuration, connection, registration) with a
+// message a user can act on.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+class Status {
+ public:
+  enum class Code : uint8_t {
+    kOk = 0,
+    kInvalidArgument,   // a bad address, size or option, caught before posting
+    kRemoteAccess,      // the memory blade refused the access (rkey, bounds)
+    kWorkRequestError,  // any other failed completion
+    kPeerFailed,        // the memory blade died or the queue pair is broken
+    kOutOfMemory,       // remote or local memory exhausted
+    kNotFound,
+    kRetry,             // the caller lost a race and should retry
+    kInternal,
+  };
+
+  Status() = default;  // OK; costs one null pointer
+  Status(Code code, std::string message)
+      : state_(std::make_shared<const State>(State{code, std::move(message)})) {}
+
+  static Status OK() { return Status(); }
+  static Status InvalidArgument(std::string m) { return Status(Code::kInvalidArgument, std::move(m)); }
+  static Status RemoteAccess(std::string m) { return Status(Code::kRemoteAccess, std::move(m)); }
+  static Status WorkRequestError(std::string m) { return Status(Code::kWorkRequestError, std::move(m)); }
+  static Status PeerFailed(std::string m) { return Status(Code::kPeerFailed, std::move(m)); }
+  static Status OutOfMemory(std::string m) { return Status(Code::kOutOfMemory, std::move(m)); }
+  static Status NotFound(std::string m) { return Status(Code::kNotFound, std::move(m)); }
+  static Status Internal(std::string m) { return Status(Code::kInternal, std::move(m)); }
+
+  bool ok() const { return state_ == nullptr; }
+  explicit operator bool() const { return ok(); }
+  Code code() const { return state_ ? state_->code : Code::kOk; }
+  const std::string& message() const;
+  std::string ToString() const;
+
+ private:
+  struct State {
+    Code code;
+    std::string message;
+  };
+  std::shared_ptr<const State> state_;
+};
+
+const char* StatusCodeName(Status::Code code);
+
+}  // namespace smart

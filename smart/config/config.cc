@@ -1,0 +1,342 @@
+#include "smart/config.h"
+
+#include <limits.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <sstream>
+#include <sys/stat.h>
+
+#include "smart/common.h"
+#include "smart/config/config_reader.h"
+#include "smart/logging.h"
+#include "smart/status.h"
+
+#ifndef SMART_SOURCE_DIR
+#define SMART_SOURCE_DIR ""
+#endif
+
+namespace smart {
+
+namespace {
+
+constexpr long kIntMax = INT_MAX;
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string ExecutableDir() {
+  char buf[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  std::string path(buf, static_cast<size_t>(n));
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+}  // namespace
+
+bool GetEnv(const char* name, std::string* value) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return false;
+  *value = v;
+  return true;
+}
+
+std::string FindConfigFile(const std::string& name, const char* env_var) {
+  std::string path;
+  if (env_var != nullptr && GetEnv(env_var, &path) && !path.empty()) {
+    if (!FileExists(path)) throw Error(std::string(env_var) + " names \"" + path + "\", which does not exist");
+    return path;
+  }
+  std::vector<std::string> candidates = {"config/" + name, "../config/" + name};
+  const std::string exe = ExecutableDir();
+  if (!exe.empty()) {
+    candidates.push_back(exe + "/../../config/" + name);
+    candidates.push_back(exe + "/../config/" + name);
+  }
+  if (std::string(SMART_SOURCE_DIR).size() > 0) candidates.push_back(std::string(SMART_SOURCE_DIR) + "/config/" + name);
+  for (const std::string& c : candidates) {
+    if (FileExists(c)) return c;
+  }
+  std::string message = "cannot find config file " + name + "; looked in";
+  for (const std::string& c : candidates) message += " " + c;
+  if (env_var != nullptr) message += "; set " + std::string(env_var) + " to its path";
+  throw Error(message);
+}
+
+const char* TransportChoiceName(TransportChoice t) {
+  switch (t) {
+    case TransportChoice::kAuto:
+      return "auto";
+    case TransportChoice::kVerbs:
+      return "verbs";
+    case TransportChoice::kShm:
+      return "shm";
+  }
+  return "?";
+}
+
+const char* DoorbellModeName(DoorbellMode m) {
+  switch (m) {
+    case DoorbellMode::kThreadDomain:
+      return "thread_domain";
+    case DoorbellMode::kUuar:
+      return "uuar";
+    case DoorbellMode::kShared:
+      return "shared";
+  }
+  return "?";
+}
+
+// ---------------------------------------------------------------------------
+// smart_config.json
+
+SmartConfig SmartConfig::Parse(const std::string& text, const std::string& source) {
+  const nlohmann::json root = ParseJsonText(text, source);
+  ConfigReader r(root, source);
+  SmartConfig c;
+  c.source = source;
+
+  int transport = static_cast<int>(c.transport);
+  r.get_choice("transport", &transport, false, {"auto", "verbs", "shm"});
+  c.transport = static_cast<TransportChoice>(transport);
+
+  r.get_string("infiniband.name", &c.infiniband.name, true);
+  r.get_int("infiniband.port", &c.infiniband.port, true, 1, 255);
+  r.get_int("infiniband.gid_idx", &c.infiniband.gid_idx, false, -1, 255);
+
+  r.get_uint64("shm.latency_ns", &c.shm.latency_ns, false, 0, 1000000000);
+
+  r.get_int("qp_param.max_cqe_size", &c.qp_param.max_cqe_size, true, 1, 1 << 22);
+  r.get_int("qp_param.max_wqe_size", &c.qp_param.max_wqe_size, true, 1, 1 << 16);
+  r.get_int("qp_param.max_sge_size", &c.qp_param.max_sge_size, true, 1, 32);
+  r.get_int("qp_param.max_inline_data", &c.qp_param.max_inline_data, true, 0, 1024);
+  r.get_int("qp_param.timeout", &c.qp_param.timeout, false, 1, 31);
+  r.get_int("qp_param.retry_cnt", &c.qp_param.retry_cnt, false, 0, 7);
+  r.get_int("qp_param.rnr_retry", &c.qp_param.rnr_retry, false, 0, 7);
+  int mtu_index = -1;
+  const std::vector<std::string> mtus = {"256", "512", "1024", "2048", "4096"};
+  if (const nlohmann::json* v = r.get("qp_param.path_mtu", false, "one of 256, 512, 1024, 2048, 4096")) {
+    for (size_t i = 0; i < mtus.size(); ++i) {
+      if (v->is_number_integer() && std::to_string(v->get<long>()) == mtus[i]) mtu_index = static_cast<int>(i);
+    }
+    if (mtu_index < 0) r.fail("qp_param.path_mtu", "one of 256, 512, 1024, 2048, 4096", v);
+    c.qp_param.path_mtu = std::stoi(mtus[mtu_index]);
+  }
+
+  r.get_int("max_nodes", &c.max_nodes, true, 1, kMaxNodes);
+  r.get_uint64("initiator_cache_size", &c.initiator_cache_size, true, 1, 1 << 20);
+  r.get_int("connect_timeout_ms", &c.connect_timeout_ms, false, 1, 3600 * 1000);
+
+  r.get_bool("use_thread_aware_alloc", &c.use_thread_aware_alloc, true);
+  r.get_int("thread_aware_alloc.total_uuar", &c.thread_aware_alloc.total_uuar, true, 2, 512);
+  r.get_int("thread_aware_alloc.shared_uuar", &c.thread_aware_alloc.shared_uuar, true, 1, 511);
+  r.get_bool("thread_aware_alloc.shared_cq", &c.thread_aware_alloc.shared_cq, true);
+  int doorbell = static_cast<int>(c.thread_aware_alloc.doorbell);
+  r.get_choice("thread_aware_alloc.doorbell", &doorbell, false, {"thread_domain", "uuar", "shared"});
+  c.thread_aware_alloc.doorbell = static_cast<DoorbellMode>(doorbell);
+  if (c.thread_aware_alloc.shared_uuar >= c.thread_aware_alloc.total_uuar) {
+    r.fail("thread_aware_alloc.shared_uuar",
+           "a value below thread_aware_alloc.total_uuar (" + std::to_string(c.thread_aware_alloc.total_uuar) + ")",
+           r.get("thread_aware_alloc.shared_uuar", true, ""));
+  }
+
+  r.get_bool("use_work_req_throt", &c.use_work_req_throt, true);
+  WorkReqThrotConfig& w = c.work_req_throt;
+  r.get_int("work_req_throt.initial_credit", &w.initial_credit, true, 1, 4096);
+  r.get_int("work_req_throt.max_credit", &w.max_credit, true, 1, 4096);
+  r.get_int("work_req_throt.credit_step", &w.credit_step, true, 1, 4096);
+  r.get_int("work_req_throt.execution_epochs", &w.execution_epochs, true, 1, 1000000);
+  r.get_uint64("work_req_throt.sample_cycles", &w.sample_cycles, true, 10000, uint64_t{1} << 40);
+  r.get_double("work_req_throt.inf_credit_weight", &w.inf_credit_weight, true, 0.01, 100);
+  r.get_bool("work_req_throt.auto_tuning", &w.auto_tuning, true);
+  if (w.max_credit < w.initial_credit) {
+    r.fail("work_req_throt.max_credit",
+           "a value of at least work_req_throt.initial_credit (" + std::to_string(w.initial_credit) + ")",
+           r.get("work_req_throt.max_credit", true, ""));
+  }
+
+  r.get_bool("use_conflict_avoidance", &c.use_conflict_avoidance, true);
+  ConflictAvoidanceConfig& a = c.conflict_avoidance;
+  r.get_double("conflict_avoidance.low_water_mark", &a.low_water_mark, false, 0, 1);
+  r.get_double("conflict_avoidance.high_water_mark", &a.high_water_mark, false, 0, 1);
+  r.get_uint64("conflict_avoidance.epoch_us", &a.epoch_us, false, 100, 60000000);
+  r.get_uint64("conflict_avoidance.initial_backoff_ns", &a.initial_backoff_ns, false, 1, 1000000000);
+  r.get_uint64("conflict_avoidance.max_backoff_ns", &a.max_backoff_ns, false, 1, 10000000000ull);
+  r.get_int("conflict_avoidance.max_tasks", &a.max_tasks, false, 1, kMaxTasksPerThread - 1);
+  r.get_bool("conflict_avoidance.coroutine_throttling", &a.coroutine_throttling, false);
+  r.get_bool("conflict_avoidance.adaptive_backoff_limit", &a.adaptive_backoff_limit, false);
+  a.fixed_backoff_limit_ns = a.max_backoff_ns;
+  if (a.low_water_mark >= a.high_water_mark) {
+    r.fail("conflict_avoidance.low_water_mark",
+           "a value below conflict_avoidance.high_water_mark (" + std::to_string(a.high_water_mark) + ")",
+           r.get("conflict_avoidance.low_water_mark", true, ""));
+  }
+  if (a.max_backoff_ns < a.initial_backoff_ns) {
+    r.fail("conflict_avoidance.max_backoff_ns", "a value of at least conflict_avoidance.initial_backoff_ns",
+           r.get("conflict_avoidance.max_backoff_ns", true, ""));
+  }
+
+  r.get_bool("use_speculative_lookup", &c.use_speculative_lookup, true);
+  r.get_bool("experimental.qp_sharing", &c.experimental.qp_sharing, false);
+  r.check_unknown();
+  return c;
+}
+
+SmartConfig SmartConfig::LoadFile(const std::string& path) {
+  return Parse(ReadTextFile(path, "SMART config file"), path);
+}
+
+SmartConfig SmartConfig::Load() {
+  SmartConfig c = LoadFile(FindConfigFile("smart_config.json", "SMART_CONFIG_PATH"));
+  c.ApplyEnvironment();
+  return c;
+}
+
+void SmartConfig::ApplySmartOpts(const std::string& opts) {
+  // Tokens may be separated by anything that is not a letter or digit.
+  std::vector<std::string> tokens;
+  std::string current;
+  for (char ch : opts + " ") {
+    if (std::isalnum(static_cast<unsigned char>(ch))) {
+      current += ch;
+    } else if (!current.empty()) {
+      tokens.push_back(current);
+      current.clear();
+    }
+  }
+  bool thread_aware = false, throttle = false, conflict = false, spec = false;
+  for (const std::string& t : tokens) {
+    if (t == "ThrdAwareAlloc") {
+      thread_aware = true;
+    } else if (t == "WorkReqThrot") {
+      throttle = true;
+    } else if (t == "ConflictAvoid") {
+      conflict = true;
+    } else if (t == "SpecLookup") {
+      spec = true;
+    } else if (t != "None") {
+      throw Error("SMART_OPTS: unknown option \"" + t +
+                  "\"; expected None or any of ThrdAwareAlloc, WorkReqThrot, ConflictAvoid, SpecLookup");
+    }
+  }
+  use_thread_aware_alloc = thread_aware;
+  use_work_req_throt = throttle;
+  use_conflict_avoidance = conflict;
+  use_speculative_lookup = spec;
+}
+
+void SmartConfig::ApplyEnvironment() {
+  std::string value;
+  if (GetEnv("SMART_OPTS", &value)) ApplySmartOpts(value);
+  if (GetEnv("DISABLE_CORO_THROT", &value)) conflict_avoidance.coroutine_throttling = false;
+  if (GetEnv("MAX_BACKOFF_CYCLE_LOG2", &value)) {
+    char* end = nullptr;
+    const long log2 = std::strtol(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || log2 > 30) {
+      throw Error("MAX_BACKOFF_CYCLE_LOG2: expected an integer of at most 30, found \"" + value + "\"");
+    }
+    // Upstream's meaning: a fixed cap of the initial backoff << log2; a
+    // negative value means practically uncapped (<< 20).
+    conflict_avoidance.adaptive_backoff_limit = false;
+    conflict_avoidance.fixed_backoff_limit_ns = conflict_avoidance.initial_backoff_ns << (log2 < 0 ? 20 : log2);
+  }
+}
+
+std::string SmartConfig::Summary() const {
+  std::ostringstream os;
+  os << "transport=" << TransportChoiceName(transport) << " ThrdAwareAlloc=" << use_thread_aware_alloc
+     << " WorkReqThrot=" << use_work_req_throt << " ConflictAvoid=" << use_conflict_avoidance
+     << " SpecLookup=" << use_speculative_lookup;
+  return os.str();
+}
+
+// ---------------------------------------------------------------------------
+// backend.json
+
+BackendConfig BackendConfig::Parse(const std::string& text, const std::string& source) {
+  const nlohmann::json root = ParseJsonText(text, source);
+  ConfigReader r(root, source);
+  BackendConfig c;
+  c.source = source;
+  r.get_string("dev_dax_path", &c.dev_dax_path, false);
+  r.get_uint64("capacity", &c.capacity, true, 1, uint64_t{1} << 30);
+  r.get_int("tcp_port", &c.tcp_port, true, 0, 65535);
+  r.get_int("nic_numa_node", &c.nic_numa_node, false, -1, 4096);
+  r.get_int("max_clients", &c.max_clients, false, 1, 1 << 20);
+  r.check_unknown();
+  return c;
+}
+
+BackendConfig BackendConfig::LoadFile(const std::string& path) {
+  return Parse(ReadTextFile(path, "memory blade config file"), path);
+}
+
+// ---------------------------------------------------------------------------
+// test_rdma.json
+
+TestRdmaConfig TestRdmaConfig::Parse(const std::string& text, const std::string& source) {
+  const nlohmann::json root = ParseJsonText(text, source);
+  ConfigReader r(root, source);
+  TestRdmaConfig c;
+  c.source = source;
+  if (const nlohmann::json* servers = r.get("servers", true, "an array of host names")) {
+    if (!servers->is_array()) r.fail("servers", "an array of host names", servers);
+    for (const nlohmann::json& s : *servers) {
+      if (!s.is_string() || s.get<std::string>().empty()) r.fail("servers", "an array of host names", servers);
+      c.servers.push_back(s.get<std::string>());
+    }
+  }
+  r.get_int("port", &c.port, true, 0, 65535);
+  r.get_uint64("block_size", &c.block_size, true, 1, 1 << 20);
+  r.get_int("qp_num", &c.qp_num, false, -kMaxThreads, kMaxThreads);
+  int type = 0;
+  const std::vector<std::string> types = {"read", "write", "cas", "faa", "atomic"};
+  r.get_choice("type", &type, true, types);
+  c.type = types[type] == "atomic" ? "faa" : types[type];
+  r.get_string("dump_file_path", &c.dump_file_path, true);
+  r.get_string("dump_prefix", &c.dump_prefix, false);
+  r.get_double("duration", &c.duration, false, 0.01, 86400);
+  r.get_uint64("memory_size", &c.memory_size, false, 1, uint64_t{1} << 30);
+  r.check_unknown();
+  if (c.qp_num == 0) r.fail("qp_num", "a non-zero integer (-k: one queue pair per k threads)", r.get("qp_num", true, ""));
+  return c;
+}
+
+TestRdmaConfig TestRdmaConfig::Load(const std::string& explicit_path) {
+  const std::string path = explicit_path.empty() ? FindConfigFile("test_rdma.json", "TEST_RDMA_CONF") : explicit_path;
+  TestRdmaConfig c = Parse(ReadTextFile(path, "test_rdma config file"), path);
+  std::string value;
+  if (GetEnv("TYPE", &value)) {
+    if (value == "atomic") value = "faa";
+    if (value != "read" && value != "write" && value != "cas" && value != "faa") {
+      throw Error("TYPE: expected read, write, cas, faa or atomic, found \"" + value + "\"");
+    }
+    c.type = value;
+  }
+  if (GetEnv("BLKSIZE", &value)) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || v == 0 || v > (1u << 20)) {
+      throw Error("BLKSIZE: expected a block size in bytes (1..1048576), found \"" + value + "\"");
+    }
+    c.block_size = v;
+  }
+  if (GetEnv("QP_NUM", &value)) {
+    char* end = nullptr;
+    const long v = std::strtol(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || v == 0 || v < -kMaxThreads || v > kMaxThreads) {
+      throw Error("QP_NUM: expected a non-zero integer in [-256, 256], found \"" + value + "\"");
+    }
+    c.qp_num = static_cast<int>(v);
+  }
+  if (GetEnv("DUMP_FILE_PATH", &value)) c.dump_file_path = value;
+  if (GetEnv("DUMP_PREFIX", &value)) c.dump_prefix = value;
+  return c;
+}
+
+}  // namespace smart

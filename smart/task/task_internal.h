@@ -1,0 +1,137 @@
+// The scheduler's internals, shared with the framework's own hot paths so
+// that wait and notify inline there (the public this_task:: functions are the
+// same operations, out of line).
+#pragma once
+
+#include <boost/context/fiber.hpp>
+#include <exception>
+#include <functional>
+#include <vector>
+
+#include "smart/task.h"
+
+namespace smart {
+
+enum class TaskState : uint8_t { kFree, kRunnable, kRunning, kBlocked, kFinished };
+
+struct Task {
+  boost::context::fiber fiber;
+  std::function<void()> fn;
+  TaskState state = TaskState::kFree;
+  bool notified = false;
+};
+
+// Fixed-capacity FIFO of task ids (a task is queued at most once).
+class RunQueue {
+ public:
+  void init(size_t capacity) {
+    size_t size = 1;
+    while (size < capacity) size <<= 1;
+    slots_.assign(size, 0);
+    mask_ = size - 1;
+    head_ = tail_ = 0;
+  }
+  bool empty() const { return head_ == tail_; }
+  size_t size() const { return tail_ - head_; }
+  void push(int id) { slots_[tail_++ & mask_] = id; }
+  int pop() { return slots_[head_++ & mask_]; }
+
+ private:
+  std::vector<int> slots_;
+  size_t mask_ = 0;
+  size_t head_ = 0;
+  size_t tail_ = 0;
+};
+
+struct StackCache;
+
+// Tasks hand the CPU directly to the next runnable task (one context
+// switch). A task that blocks with nothing runnable first runs the pollers
+// itself, so a task whose completion is already there continues without any
+// switch; only when nothing is runnable does control go back to the thread's
+// own context (task 0), which polls until something is.
+struct TaskPool::Impl {
+  TaskPoolOptions options;
+  std::unique_ptr<StackCache> stacks;
+  std::vector<Task> tasks;  // index 0 is the thread's own context
+  std::vector<int> free_ids;
+  RunQueue run_queue;
+  std::vector<CompletionPoller*> pollers;
+  std::exception_ptr error;
+  int alive = 0;
+  int switching_from = 0;  // the context that made the last switch
+  bool running = false;
+
+  // Runs `next` (the calling context resumes when something switches back).
+  void switch_to(int next);
+  // Stores the continuation of the context that just switched to us.
+  void take_over(boost::context::fiber&& from);
+  void reclaim(int id);
+  // The running task gives up the CPU (it is queued or blocked already).
+  void schedule_from_task() {
+    if (run_queue.empty()) poll_all(nullptr);
+    switch_to(run_queue.empty() ? 0 : run_queue.pop());
+  }
+  int poll_all(bool* pending) {
+    int events = 0;
+    for (CompletionPoller* p : pollers) {
+      events += p->poll();
+      if (pending != nullptr && p->pending()) *pending = true;
+    }
+    return events;
+  }
+};
+
+namespace internal {
+
+extern thread_local constinit int current_task_id;
+extern thread_local constinit TaskPool* current_pool;
+extern thread_local constinit TaskPool::Impl* current_impl;
+
+}  // namespace internal
+
+inline void TaskPool::Impl::take_over(boost::context::fiber&& from) {
+  const int from_id = switching_from;
+  tasks[from_id].fiber = std::move(from);
+  if (__builtin_expect(tasks[from_id].state == TaskState::kFinished, 0)) reclaim(from_id);
+}
+
+inline void TaskPool::Impl::switch_to(int next) {
+  const int self = internal::current_task_id;
+  tasks[next].state = TaskState::kRunning;
+  if (next == self) return;
+  switching_from = self;
+  internal::current_task_id = next;
+  take_over(std::move(tasks[next].fiber).resume());
+}
+
+namespace internal {
+
+// this_task::wait() for a caller known to run inside a task.
+inline void WaitInTask() {
+  TaskPool::Impl* im = current_impl;
+  Task& task = im->tasks[current_task_id];
+  if (task.notified) {
+    task.notified = false;
+    return;
+  }
+  task.state = TaskState::kBlocked;
+  im->schedule_from_task();
+  task.notified = false;
+}
+
+// this_task::notify() for a caller on the pool's thread (task or poller).
+inline void Notify(int task_id) {
+  TaskPool::Impl* im = current_impl;
+  if (task_id <= 0 || im == nullptr || task_id >= static_cast<int>(im->tasks.size())) return;
+  Task& task = im->tasks[task_id];
+  if (task.state == TaskState::kBlocked) {
+    task.state = TaskState::kRunnable;
+    im->run_queue.push(task_id);
+  } else if (task.state != TaskState::kFree) {
+    task.notified = true;
+  }
+}
+
+}  // namespace internal
+}  // namespace smart

@@ -1,0 +1,381 @@
+// Setup side of the shm provider: regions, memfd export over a Unix socket,
+// import and mapping on the client, queue pair and completion queue creation.
+#include "smart/transport/shm/shm_transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "smart/logging.h"
+#include "smart/status.h"
+#include "smart/task.h"
+
+namespace smart::shm {
+
+namespace {
+
+constexpr size_t kTokenBytes = 16;
+constexpr uint64_t kExportLifetimeNs = 60ull * 1000 * 1000 * 1000;
+
+uint64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+uint32_t RandomU32() {
+  uint32_t v = 0;
+  if (getrandom(&v, sizeof(v), 0) != sizeof(v)) v = static_cast<uint32_t>(NowNs() * 2654435761u);
+  return v;
+}
+
+std::string RandomToken() {
+  std::string token(kTokenBytes, '\0');
+  if (getrandom(token.data(), token.size(), 0) != static_cast<ssize_t>(token.size())) {
+    throw Error("shm transport: getrandom failed: " + std::string(strerror(errno)));
+  }
+  return token;
+}
+
+std::string Errno(const char* what) { return std::string(what) + ": " + strerror(errno); }
+
+sockaddr_un AbstractAddress(const std::string& name, socklen_t* len) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  addr.sun_path[0] = '\0';
+  memcpy(addr.sun_path + 1, name.data(), name.size());
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  return addr;
+}
+
+void SetTimeouts(int fd, int ms) {
+  timeval tv{};
+  tv.tv_sec = ms / 1000;
+  tv.tv_usec = (ms % 1000) * 1000;
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+}  // namespace
+
+// A region of local memory known to the device. Regions made by
+// allocate_shared_region own a memfd and its mapping.
+class ShmRegion final : public MemoryRegion {
+ public:
+  ShmRegion(ShmDevice* device, char* addr, size_t length, int memfd)
+      : device_(device), memfd_(memfd) {
+    addr_ = addr;
+    length_ = length;
+    lkey_ = device->register_local(addr, length);
+    rkey_ = memfd >= 0 ? (RandomU32() | 1u) : lkey_;
+  }
+  ~ShmRegion() override {
+    device_->unregister_local(lkey_);
+    if (memfd_ >= 0) {
+      munmap(addr_, length_);
+      close(memfd_);
+    }
+  }
+  int memfd() const { return memfd_; }
+
+ private:
+  ShmDevice* device_;
+  int memfd_;
+};
+
+ShmPeerMemory::~ShmPeerMemory() {
+  for (MappedRegion& r : regions_) {
+    if (r.local != nullptr) munmap(r.local, r.length);
+  }
+}
+
+ShmDevice::ShmDevice(const SmartConfig& config)
+    : latency_ns_(config.shm.latency_ns),
+      latency_cycles_(config.shm.latency_ns == 0
+                          ? 0
+                          : static_cast<uint64_t>(static_cast<double>(config.shm.latency_ns) * CyclesPerNanosecond())) {}
+
+ShmDevice::~ShmDevice() {
+  if (fd_server_.joinable()) {
+    char c = 'q';
+    ssize_t ignored = write(stop_pipe_[1], &c, 1);
+    (void)ignored;
+    fd_server_.join();
+  }
+  if (listen_fd_ >= 0) close(listen_fd_);
+  if (stop_pipe_[0] >= 0) close(stop_pipe_[0]);
+  if (stop_pipe_[1] >= 0) close(stop_pipe_[1]);
+}
+
+std::string ShmDevice::description() const {
+  return "shm (same-host software RDMA, completion latency " + std::to_string(latency_ns_) + " ns)";
+}
+
+uint32_t ShmDevice::register_local(char* addr, uint64_t length) {
+  std::lock_guard<std::mutex> lock(register_mutex_);
+  for (uint32_t i = 0; i < kMaxLocalRegions; ++i) {
+    LocalRegion& r = local_regions_[i];
+    if (r.lkey.load(std::memory_order_relaxed) == 0) {
+      r.addr = addr;
+      r.length = length;
+      const uint32_t key = ((RandomU32() & 0x7fff) + 1) << 16 | i;
+      r.lkey.store(key, std::memory_order_release);
+      return key;
+    }
+  }
+  throw Error("shm transport: more than " + std::to_string(kMaxLocalRegions) + " registered memory regions");
+}
+
+void ShmDevice::unregister_local(uint32_t lkey) {
+  std::lock_guard<std::mutex> lock(register_mutex_);
+  const uint32_t index = lkey & 0xffff;
+  if (index < kMaxLocalRegions && local_regions_[index].lkey.load() == lkey) {
+    local_regions_[index].lkey.store(0, std::memory_order_release);
+  }
+}
+
+std::unique_ptr<MemoryRegion> ShmDevice::allocate_shared_region(size_t bytes) {
+  if (bytes == 0) throw Error("shm transport: cannot allocate an empty region");
+  const int fd = memfd_create("smart-pool", MFD_CLOEXEC);
+  if (fd < 0) throw Error(Errno("shm transport: memfd_create"));
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    const std::string message = Errno("shm transport: sizing the pool memfd");
+    close(fd);
+    throw Error(message + " (" + std::to_string(bytes >> 20) + " MiB)");
+  }
+  void* addr = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (addr == MAP_FAILED) {
+    const std::string message = Errno("shm transport: mapping the pool");
+    close(fd);
+    throw Error(message);
+  }
+  // Huge pages cut TLB misses on random access; they take effect where
+  // /sys/kernel/mm/transparent_hugepage/shmem_enabled allows (advise).
+  madvise(addr, bytes, MADV_HUGEPAGE);
+  return std::make_unique<ShmRegion>(this, static_cast<char*>(addr), bytes, fd);
+}
+
+std::unique_ptr<MemoryRegion> ShmDevice::register_memory(void* addr, size_t length) {
+  if (addr == nullptr || length == 0) throw Error("shm transport: cannot register an empty buffer");
+  return std::make_unique<ShmRegion>(this, static_cast<char*>(addr), length, -1);
+}
+
+std::unique_ptr<CompletionQueue> ShmDevice::create_cq(int depth, ThreadDomain*, bool concurrent) {
+  if (depth < 1) throw Error("shm transport: completion queue depth must be positive");
+  return std::make_unique<ShmCompletionQueue>(depth, latency_cycles_, concurrent);
+}
+
+namespace {
+class ShmThreadDomain final : public ThreadDomain {};
+}  // namespace
+
+std::unique_ptr<ThreadDomain> ShmDevice::create_thread_domain() {
+  // Nothing is shared between queue pairs here, so every domain is private.
+  return std::make_unique<ShmThreadDomain>();
+}
+
+std::unique_ptr<QueuePair> ShmDevice::create_qp(const QueuePairOptions& options) {
+  if (options.cq == nullptr) throw Error("shm transport: a queue pair needs a completion queue");
+  auto* cq = dynamic_cast<ShmCompletionQueue*>(options.cq);
+  if (cq == nullptr) throw Error("shm transport: the completion queue belongs to another transport");
+  if (options.concurrent && !cq->concurrent()) {
+    throw Error("shm transport: a queue pair shared by threads needs a completion queue created concurrent");
+  }
+  if (options.max_send_wr < 1 || options.max_sge < 1) {
+    throw Error("shm transport: max_send_wr and max_sge must be positive");
+  }
+  return std::make_unique<ShmQueuePair>(this, options, next_qp_num_.fetch_add(1));
+}
+
+// ---------------------------------------------------------------------------
+// memfd hand-over
+
+std::string ShmDevice::export_regions(const std::vector<const MemoryRegion*>& regions) {
+  PendingExport pending;
+  for (const MemoryRegion* region : regions) {
+    const auto* shm_region = dynamic_cast<const ShmRegion*>(region);
+    if (shm_region == nullptr || shm_region->memfd() < 0) {
+      throw Error("shm transport: only regions from allocate_shared_region can be exported");
+    }
+    pending.fds.push_back(shm_region->memfd());
+    pending.lengths.push_back(shm_region->length());
+  }
+  std::lock_guard<std::mutex> lock(export_mutex_);
+  if (listen_fd_ < 0) {
+    socket_name_ = "smart-shm." + std::to_string(getpid()) + "." + std::to_string(RandomU32());
+    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw Error(Errno("shm transport: socket"));
+    socklen_t len;
+    sockaddr_un addr = AbstractAddress(socket_name_, &len);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(fd, 64) != 0) {
+      const std::string message = Errno("shm transport: binding the memfd socket");
+      close(fd);
+      throw Error(message);
+    }
+    if (pipe2(stop_pipe_, O_CLOEXEC) != 0) {
+      close(fd);
+      throw Error(Errno("shm transport: pipe"));
+    }
+    listen_fd_ = fd;
+    fd_server_ = std::thread([this] { serve_fds(); });
+  }
+  const uint64_t now = NowNs();
+  for (auto it = pending_exports_.begin(); it != pending_exports_.end();) {
+    it = it->second.expires_ns < now ? pending_exports_.erase(it) : std::next(it);
+  }
+  pending.expires_ns = now + kExportLifetimeNs;
+  const std::string token = RandomToken();
+  pending_exports_[token] = std::move(pending);
+  return socket_name_ + '\0' + token;
+}
+
+void ShmDevice::serve_fds() {
+  for (;;) {
+    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {stop_pipe_[0], POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[1].revents) return;
+    if (!(fds[0].revents & POLLIN)) continue;
+    const int client = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (client < 0) continue;
+    SetTimeouts(client, 5000);
+    char token[kTokenBytes];
+    const ssize_t n = recv(client, token, sizeof(token), 0);
+    PendingExport found;
+    bool ok = false;
+    if (n == static_cast<ssize_t>(kTokenBytes)) {
+      std::lock_guard<std::mutex> lock(export_mutex_);
+      auto it = pending_exports_.find(std::string(token, kTokenBytes));
+      if (it != pending_exports_.end() && it->second.expires_ns >= NowNs()) {
+        found = it->second;
+        pending_exports_.erase(it);  // a token is good for one client
+        ok = true;
+      }
+    }
+    if (!ok) {
+      const uint32_t refuse = 0;
+      ssize_t ignored = send(client, &refuse, sizeof(refuse), MSG_NOSIGNAL);
+      (void)ignored;
+      close(client);
+      continue;
+    }
+    // Payload: region count, then each region's length; the fds ride along.
+    std::vector<uint64_t> payload;
+    payload.push_back(found.fds.size());
+    payload.insert(payload.end(), found.lengths.begin(), found.lengths.end());
+    iovec iov{payload.data(), payload.size() * sizeof(uint64_t)};
+    std::vector<char> control(CMSG_SPACE(sizeof(int) * found.fds.size()));
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int) * found.fds.size());
+    memcpy(CMSG_DATA(cmsg), found.fds.data(), sizeof(int) * found.fds.size());
+    ssize_t ignored = sendmsg(client, &msg, MSG_NOSIGNAL);
+    (void)ignored;
+    close(client);
+  }
+}
+
+std::shared_ptr<PeerMemory> ShmDevice::import_regions(const std::vector<RemoteRegion>& regions,
+                                                       const std::string& exported) {
+  const size_t nul = exported.find('\0');
+  if (nul == std::string::npos || exported.size() - nul - 1 != kTokenBytes || nul == 0 || nul > 100) {
+    throw Error("shm transport: the memory blade sent malformed shared-memory details (" +
+                std::to_string(exported.size()) + " bytes); is it a shm memory blade of the same version?");
+  }
+  const std::string name = exported.substr(0, nul);
+  const std::string token = exported.substr(nul + 1);
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw Error(Errno("shm transport: socket"));
+  SetTimeouts(fd, 5000);
+  socklen_t len;
+  sockaddr_un addr = AbstractAddress(name, &len);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+    const std::string message = Errno("shm transport: reaching the memory blade's shared memory");
+    close(fd);
+    throw Error(message +
+                ". The shm transport only reaches memory blades on this host; use \"transport\": \"verbs\" "
+                "for a remote one");
+  }
+  if (send(fd, token.data(), token.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(token.size())) {
+    const std::string message = Errno("shm transport: sending the handshake token");
+    close(fd);
+    throw Error(message);
+  }
+  std::vector<uint64_t> payload(1 + kMemoryRegions + 8);
+  iovec iov{payload.data(), payload.size() * sizeof(uint64_t)};
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * 16));
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  const ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  close(fd);
+  std::vector<int> fds;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      fds.resize(count);
+      memcpy(fds.data(), CMSG_DATA(c), count * sizeof(int));
+    }
+  }
+  auto close_all = [&fds] {
+    for (int f : fds) close(f);
+  };
+  if (n < static_cast<ssize_t>(sizeof(uint64_t)) || payload[0] == 0) {
+    close_all();
+    throw Error(n < 0 ? Errno("shm transport: receiving the memory blade's memory")
+                      : "shm transport: the memory blade refused the handshake token (expired or reused)");
+  }
+  const uint64_t count = payload[0];
+  size_t valid = 0;
+  for (const RemoteRegion& r : regions) valid += r.valid ? 1 : 0;
+  if (count != valid || fds.size() != count || static_cast<size_t>(n) != (1 + count) * sizeof(uint64_t)) {
+    close_all();
+    throw Error("shm transport: the memory blade sent " + std::to_string(fds.size()) + " memory handles for " +
+                std::to_string(valid) + " advertised regions");
+  }
+  auto peer = std::make_shared<ShmPeerMemory>();
+  size_t next = 0;
+  for (const RemoteRegion& r : regions) {
+    if (!r.valid) continue;
+    const uint64_t length = payload[1 + next];
+    const int region_fd = fds[next++];
+    if (length != r.length) {
+      close_all();
+      throw Error("shm transport: region length mismatch between handshake (" + std::to_string(r.length) +
+                  ") and memory handle (" + std::to_string(length) + ")");
+    }
+    void* local = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, region_fd, 0);
+    if (local == MAP_FAILED) {
+      const std::string message = Errno("shm transport: mapping the memory blade's pool");
+      close_all();
+      throw Error(message);
+    }
+    madvise(local, length, MADV_HUGEPAGE);
+    peer->regions_.push_back(MappedRegion{r.addr, r.length, r.rkey, static_cast<char*>(local)});
+  }
+  close_all();
+  return peer;
+}
+
+}  // namespace smart::shm
+
+namespace smart {
+std::unique_ptr<Device> OpenShmDevice(const SmartConfig& config) { return std::make_unique<shm::ShmDevice>(config); }
+}  // namespace smart

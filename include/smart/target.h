@@ -1,0 +1,69 @@
+// The memory blade: a pool of memory registered with the transport, the
+// super chunk at its start, and a TCP listener whose handshake hands clients
+// what they need to reach the pool with one-sided operations. After the
+// handshake its CPU does nothing for them.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "smart/common.h"
+#include "smart/config.h"
+#include "smart/transport.h"
+
+namespace smart {
+
+class Target {
+ public:
+  // Opens the transport and allocates backend.capacity MiB (zeroed), with
+  // the super chunk initialised. Throws smart::Error.
+  Target(const SmartConfig& smart_config, const BackendConfig& backend_config);
+  ~Target();
+  Target(const Target&) = delete;
+  Target& operator=(const Target&) = delete;
+
+  // Listens on backend_config.tcp_port (0: a free port) and serves clients
+  // from a background thread. Throws when the port cannot be bound.
+  void start();
+  // Stops listening and disconnects every client. Idempotent.
+  void stop();
+  int port() const { return port_; }
+
+  char* base() const { return base_; }
+  uint64_t capacity() const { return capacity_; }
+  TransportKind transport() const;
+  std::string transport_description() const;
+
+  // Takes `count` contiguous chunks from the pool (the same watermark
+  // clients advance with remote CAS). Null when the pool is exhausted.
+  GlobalAddress alloc_chunk(uint64_t count);
+  // Address of `p`, which must lie inside the pool.
+  GlobalAddress rel_ptr(const void* p) const;
+  void* local_ptr(GlobalAddress addr) const { return base_ + addr.offset; }
+  void set_root_entry(int index, uint64_t value);
+  uint64_t get_root_entry(int index) const;
+  SuperChunk* super_chunk() const { return reinterpret_cast<SuperChunk*>(base_); }
+
+  int connected_clients() const;
+  // Bytes of the pool backed by memory right now (pages touched so far).
+  uint64_t resident_bytes() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  char* base_ = nullptr;
+  uint64_t capacity_ = 0;
+  int port_ = -1;
+};
+
+// Blocks until the process receives SIGINT or SIGTERM; returns the signal.
+// Installs handlers the first time it (or InstallTerminationHandlers) runs.
+int WaitForTerminationSignal();
+void InstallTerminationHandlers();
+// True once SIGINT or SIGTERM arrived (after InstallTerminationHandlers).
+bool TerminationRequested();
+
+}  // namespace smart

@@ -1,0 +1,453 @@
+// Initiator data path: queue a request into the task's batch, post the
+// batch with one doorbell under the thread's credit, wait for completions,
+// and the poller that turns completions into task wake-ups.
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "smart/initiator/initiator_impl.h"
+#include "smart/logging.h"
+#include "smart/task/task_internal.h"
+
+namespace smart {
+
+namespace {
+
+const char* OpcodeVerb(ibv_wr_opcode opcode) {
+  switch (opcode) {
+    case IBV_WR_RDMA_READ:
+      return "READ";
+    case IBV_WR_RDMA_WRITE:
+      return "WRITE";
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+      return "CAS";
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      return "FAA";
+    default:
+      return "request";
+  }
+}
+
+}  // namespace
+
+TaskContext* Initiator::Impl::create_task_context(ThreadState* ts, int task) {
+  auto created = std::make_unique<TaskContext>();
+  created->scratch = static_cast<uint64_t*>(cache_alloc(64));
+  memset(created->wr, 0, sizeof(created->wr));
+  memset(created->sge, 0, sizeof(created->sge));
+  ts->tasks[task] = std::move(created);
+  return ts->tasks[task].get();
+}
+
+Status Initiator::Impl::resolve_lane(ThreadState* ts, node_t node) {
+  Lane& lane = ts->lanes[node];
+  std::lock_guard<std::mutex> lock(mutex);
+  Connection* c = node < connections.size() ? connections[node].get() : nullptr;
+  if (c == nullptr) {
+    lane.ready = false;
+    return Status::InvalidArgument("memory node " + std::to_string(node) + " is not connected");
+  }
+  int index = ts->slot;
+  if (index >= c->qp_count) {
+    if (!shared_qps) {
+      return Status::InvalidArgument(
+          "thread " + std::to_string(ts->thread_id) + " needs queue pair " + std::to_string(index) + " of " +
+          c->name() + ", which was connected with " + std::to_string(c->qp_count) +
+          " queue pair(s): connect with one per thread, or turn on experimental.qp_sharing");
+    }
+    index %= c->qp_count;
+  }
+  if (lane.connection != c) {
+    lane.posted = 0;
+    lane.acked.store(0);
+    lane.failure = Status();
+    lane.failure_is_flush = false;
+  }
+  lane.connection = c;
+  lane.qp = c->qps[index].get();
+  lane.max_inline = lane.qp->max_inline_data();
+  for (int i = 0; i < kMemoryRegions; ++i) {
+    lane.base[i] = c->regions[i].valid ? c->regions[i].addr : 0;
+    lane.length[i] = c->regions[i].valid ? c->regions[i].length : 0;
+    lane.rkey[i] = c->regions[i].rkey;
+  }
+  CompletionQueue* cq = config.thread_aware_alloc.shared_cq ? slots[index].cq.get() : c->private_cqs[index].get();
+  bool known = false;
+  for (CompletionQueue* q : ts->cqs) known = known || q == cq;
+  if (!known) ts->cqs.push_back(cq);
+  lane.generation = generation.load();
+  lane.ready = true;
+  return Status::OK();
+}
+
+namespace {
+
+enum class RequestProblem { kNode, kRegion, kRange, kLocal, kAlignment };
+
+// Error messages are built out of line so the hot path stays small.
+[[gnu::noinline, gnu::cold]] Status RequestError(RequestProblem problem, ibv_wr_opcode opcode, GlobalAddress remote,
+                                                 size_t length, uint64_t region_length) {
+  const std::string op = OpcodeVerb(opcode);
+  switch (problem) {
+    case RequestProblem::kNode:
+      return Status::InvalidArgument("remote address " + remote.to_string() + ": node is not below max_nodes");
+    case RequestProblem::kRegion:
+      return Status::InvalidArgument("remote address " + remote.to_string() + ": memory region " +
+                                     std::to_string(remote.mr_id) + " does not exist on that memory blade");
+    case RequestProblem::kRange:
+      return Status::InvalidArgument(op + " of " + std::to_string(length) + " bytes at " + remote.to_string() +
+                                     " leaves the memory blade's region of " + std::to_string(region_length) +
+                                     " bytes");
+    case RequestProblem::kLocal:
+      return Status::InvalidArgument(op + " of " + std::to_string(length) +
+                                     " bytes: the local buffer is not inside the registered cache; allocate it "
+                                     "with Initiator::alloc_cache()");
+    case RequestProblem::kAlignment:
+      return Status::InvalidArgument(op + " at " + remote.to_string() + ": atomics need an 8-byte aligned address");
+  }
+  return Status::Internal("unknown request problem");
+}
+
+}  // namespace
+
+Status Initiator::Impl::add_request(ibv_wr_opcode opcode, void* local, GlobalAddress remote, size_t length,
+                                    uint64_t compare_add, uint64_t swap, Option option) {
+  ThreadState* ts = state();
+  const node_t node = static_cast<node_t>(remote.node);
+  if (__builtin_expect(node >= ts->lanes.size(), 0)) return RequestError(RequestProblem::kNode, opcode, remote, length, 0);
+  Lane& lane = ts->lanes[node];
+  if (__builtin_expect(!lane.ready || lane.generation != generation.load(std::memory_order_relaxed), 0)) {
+    Status s = resolve_lane(ts, node);
+    if (!s.ok()) return s;
+  }
+  const unsigned mr = remote.mr_id;
+  if (__builtin_expect(mr >= kMemoryRegions || lane.length[mr] == 0, 0)) {
+    return RequestError(RequestProblem::kRegion, opcode, remote, length, 0);
+  }
+  if (__builtin_expect(length == 0 || length > lane.length[mr] || remote.offset > lane.length[mr] - length, 0)) {
+    return RequestError(RequestProblem::kRange, opcode, remote, length, lane.length[mr]);
+  }
+  const char* l = static_cast<const char*>(local);
+  if (__builtin_expect(l < cache_base || l > cache_base + cache_size - length, 0)) {
+    return RequestError(RequestProblem::kLocal, opcode, remote, length, 0);
+  }
+  const bool atomic = opcode == IBV_WR_ATOMIC_CMP_AND_SWP || opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+  if (__builtin_expect(atomic && (remote.offset & 7), 0)) {
+    return RequestError(RequestProblem::kAlignment, opcode, remote, length, 0);
+  }
+  if (__builtin_expect(!lane.failure.ok(), 0)) return lane.failure;
+
+  const int task = internal::current_task_id;
+  TaskContext* t = task_context(ts, task);
+  if (t->count > 0 && (t->node != node || t->count == kMaxBatchSize)) {
+    // A batch goes to one memory blade through one doorbell.
+    Status s = post(ts, t, task);
+    if (!s.ok()) return s;
+  }
+  const int i = t->count++;
+  t->node = node;
+  ibv_sge& sge = t->sge[i];
+  sge.addr = reinterpret_cast<uint64_t>(local);
+  sge.length = static_cast<uint32_t>(length);
+  sge.lkey = cache_lkey;
+  ibv_send_wr& wr = t->wr[i];
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = opcode;
+  wr.send_flags = 0;
+  const uint64_t address = lane.base[mr] + remote.offset;
+  if (atomic) {
+    wr.wr.atomic.remote_addr = address;
+    wr.wr.atomic.rkey = lane.rkey[mr];
+    wr.wr.atomic.compare_add = compare_add;
+    wr.wr.atomic.swap = swap;
+  } else {
+    wr.wr.rdma.remote_addr = address;
+    wr.wr.rdma.rkey = lane.rkey[mr];
+    if (opcode == IBV_WR_RDMA_WRITE && length <= static_cast<size_t>(lane.max_inline)) {
+      wr.send_flags = IBV_SEND_INLINE;
+    }
+  }
+  if (option == Option::kSync) return wait_for(ts, t, task);
+  if (option == Option::kPost) return post(ts, t, task);
+  return Status::OK();
+}
+
+Status Initiator::Impl::post(ThreadState* ts, TaskContext* t, int task) {
+  const int n = t->count;
+  if (n == 0) return Status::OK();
+  const node_t node = t->node;
+  Lane& lane = ts->lanes[node];
+  if (!lane.failure.ok()) {
+    t->count = 0;
+    return lane.failure;
+  }
+  // Credit: at most `bound` work requests in flight per thread. A batch
+  // larger than the bound still goes out once nothing else is in flight.
+  if (!shared_qps) {
+    for (;;) {
+      const int inflight = ts->inflight.load(std::memory_order_relaxed);
+      if (inflight == 0 || inflight + n <= ts->bound.load(std::memory_order_relaxed)) break;
+      if (task != 0) {
+        attach_poller(ts);
+        if (!t->credit_waiting) {
+          ts->credit_waiters.push_back(task);
+          t->credit_waiting = true;
+        }
+        internal::WaitInTask();
+      } else {
+        poll(ts);
+      }
+    }
+    if (t->credit_waiting) {
+      for (auto it = ts->credit_waiters.begin(); it != ts->credit_waiters.end(); ++it) {
+        if (*it == task) {
+          ts->credit_waiters.erase(it);
+          break;
+        }
+      }
+      t->credit_waiting = false;
+    }
+  }
+  const uint64_t base = EncodeWrId(task, ts->thread_id, node, 0);
+  for (int i = 0; i < n - 1; ++i) {
+    t->wr[i].wr_id = base;
+    t->wr[i].next = &t->wr[i + 1];
+  }
+  ibv_send_wr& last = t->wr[n - 1];
+  last.wr_id = base | static_cast<uint32_t>(n);
+  last.send_flags |= IBV_SEND_SIGNALED;
+  last.next = nullptr;
+  ibv_send_wr* bad = nullptr;
+  int rc = lane.qp->post_send(&t->wr[0], &bad);
+  if (__builtin_expect(rc == ENOMEM, 0)) {
+    // The send queue is full (queue pairs shared between threads): make
+    // room by polling, for at most the connection timeout.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config.connect_timeout_ms);
+    while (rc == ENOMEM && std::chrono::steady_clock::now() < deadline) {
+      if (task != 0) {
+        this_task::yield();
+      } else {
+        poll(ts);
+      }
+      rc = lane.qp->post_send(&t->wr[0], &bad);
+    }
+  }
+  t->count = 0;
+  if (__builtin_expect(rc != 0, 0)) {
+    return Status::WorkRequestError("posting " + std::to_string(n) + " work request(s) to " +
+                                    lane.connection->name() + " failed: " + strerror(rc));
+  }
+  lane.posted += static_cast<uint64_t>(n);
+  if (shared_qps) {
+    ts->inflight.fetch_add(n, std::memory_order_relaxed);
+  } else {
+    ts->inflight.store(ts->inflight.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  for (int k = 0; k < t->target_count; ++k) {
+    if (t->targets[k].node == node) {
+      t->targets[k].seq = lane.posted;
+      return Status::OK();
+    }
+  }
+  if (t->target_count == kMaxSyncTargets) {
+    // Too many memory blades in flight for one task: settle them first.
+    Status s = wait_for(ts, t, task);
+    t->targets[t->target_count++] = {node, lane.posted};
+    return s;
+  }
+  t->targets[t->target_count++] = {node, lane.posted};
+  return Status::OK();
+}
+
+namespace {
+
+inline bool Satisfied(const ThreadState* ts, const TaskContext* t) {
+  for (int k = 0; k < t->target_count; ++k) {
+    const Lane& lane = ts->lanes[t->targets[k].node];
+    if (lane.acked.load(std::memory_order_relaxed) < t->targets[k].seq && lane.failure.ok()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Status Initiator::Impl::wait_for(ThreadState* ts, TaskContext* t, int task) {
+  Status posted = post(ts, t, task);
+  if (t->target_count > 0) {
+    if (task != 0) {
+      attach_poller(ts);
+      t->waiting = true;
+      while (!Satisfied(ts, t)) internal::WaitInTask();
+      t->waiting = false;
+    } else {
+      while (!Satisfied(ts, t)) poll(ts);
+    }
+  }
+  if (__builtin_expect(t->error.ok() && posted.ok(), 1)) {
+    // A broken queue pair flushes its requests; a target it never reached
+    // counts as failed.
+    for (int k = 0; k < t->target_count; ++k) {
+      const Lane& lane = ts->lanes[t->targets[k].node];
+      if (__builtin_expect(!lane.failure.ok(), 0) && lane.acked.load(std::memory_order_relaxed) < t->targets[k].seq) {
+        t->target_count = 0;
+        return lane.failure;
+      }
+    }
+    t->target_count = 0;
+    return Status::OK();
+  }
+  Status result = t->error.ok() ? posted : t->error;
+  t->error = Status();
+  t->target_count = 0;
+  return result;
+}
+
+Status Initiator::Impl::failure_status(const ibv_wc& wc, const Connection* connection) const {
+  const std::string where = connection != nullptr ? connection->name() : std::string("a memory node");
+  const std::string what = std::string(ibv_wc_status_str(wc.status)) + " (status " + std::to_string(wc.status) +
+                           ", vendor error 0x" + [&] {
+                             char buf[16];
+                             snprintf(buf, sizeof(buf), "%x", wc.vendor_err);
+                             return std::string(buf);
+                           }() + ")";
+  switch (wc.status) {
+    case IBV_WC_REM_ACCESS_ERR:
+      return Status::RemoteAccess("work request to " + where + " failed: " + what);
+    case IBV_WC_RETRY_EXC_ERR:
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+      return Status::PeerFailed("work request to " + where + " failed: " + what +
+                                ": the memory blade does not answer (dead or unreachable)");
+    case IBV_WC_WR_FLUSH_ERR:
+      return Status::PeerFailed("work request to " + where +
+                                " was flushed: the queue pair broke after an earlier failure");
+    default:
+      return Status::WorkRequestError("work request to " + where + " failed: " + what);
+  }
+}
+
+void Initiator::Impl::wake_all(ThreadState* ts) {
+  for (size_t task = 1; task < ts->tasks.size(); ++task) {
+    TaskContext* t = ts->tasks[task].get();
+    if (t != nullptr && (t->waiting || t->credit_waiting)) internal::Notify(static_cast<int>(task));
+  }
+}
+
+void Initiator::Impl::handle_completion(ThreadState* ts, const ibv_wc& wc) {
+  const int task = static_cast<int>(wc.wr_id >> 56);
+  const int thread = static_cast<int>((wc.wr_id >> 48) & 0xff);
+  const node_t node = static_cast<node_t>((wc.wr_id >> 32) & 0xffff);
+  const uint32_t count = static_cast<uint32_t>(wc.wr_id);
+  if (__builtin_expect(thread != ts->thread_id, 0)) {
+    // A queue pair shared with another thread: credit that thread.
+    std::lock_guard<std::mutex> lock(mutex);
+    ThreadState* owner = states[thread].get();
+    if (owner == nullptr || node >= owner->lanes.size()) return;
+    owner->lanes[node].acked.fetch_add(count, std::memory_order_relaxed);
+    owner->inflight.fetch_sub(static_cast<int>(count), std::memory_order_relaxed);
+    owner->completed.fetch_add(count, std::memory_order_relaxed);
+    if (wc.status != IBV_WC_SUCCESS) {
+      std::lock_guard<std::mutex> failure_lock(owner->foreign_mutex);
+      owner->foreign_failures.emplace_back(node, failure_status(wc, owner->lanes[node].connection));
+    }
+    owner->remote_progress.store(true, std::memory_order_release);
+    return;
+  }
+  Lane& lane = ts->lanes[node];
+  if (__builtin_expect(wc.status != IBV_WC_SUCCESS, 0)) {
+    Status failure = failure_status(wc, lane.connection);
+    // Keep the root cause: a flush only stands in until the error behind it.
+    if (lane.failure.ok() || (lane.failure_is_flush && wc.status != IBV_WC_WR_FLUSH_ERR)) {
+      lane.failure = failure;
+      lane.failure_is_flush = wc.status == IBV_WC_WR_FLUSH_ERR;
+    }
+    TaskContext* t = ts->tasks[task].get();
+    if (t != nullptr && t->error.ok()) t->error = failure;
+    wake_all(ts);
+  }
+  lane.acked.store(lane.acked.load(std::memory_order_relaxed) + count, std::memory_order_relaxed);
+  if (shared_qps) {
+    ts->inflight.fetch_sub(static_cast<int>(count), std::memory_order_relaxed);
+  } else {
+    ts->inflight.store(ts->inflight.load(std::memory_order_relaxed) - static_cast<int>(count),
+                       std::memory_order_relaxed);
+  }
+  ts->completed.store(ts->completed.load(std::memory_order_relaxed) + count, std::memory_order_relaxed);
+  if (count != 0 && task != 0) {
+    TaskContext* t = ts->tasks[task].get();
+    if (t != nullptr && t->waiting && Satisfied(ts, t)) internal::Notify(task);
+  }
+}
+
+int Initiator::Impl::poll(ThreadState* ts) {
+  ibv_wc wc[kMaxBatchSize];
+  int total = 0;
+  for (CompletionQueue* cq : ts->cqs) {
+    const int n = cq->poll(kMaxBatchSize, wc);
+    if (__builtin_expect(n < 0, 0)) {
+      SMART_ERROR("polling a completion queue failed: %s", strerror(-n));
+      continue;
+    }
+    for (int i = 0; i < n; ++i) handle_completion(ts, wc[i]);
+    total += n;
+  }
+  if (__builtin_expect(shared_qps, 0) && ts->remote_progress.exchange(false, std::memory_order_acquire)) {
+    std::vector<std::pair<node_t, Status>> failures;
+    {
+      std::lock_guard<std::mutex> lock(ts->foreign_mutex);
+      failures.swap(ts->foreign_failures);
+    }
+    for (auto& f : failures) {
+      if (ts->lanes[f.first].failure.ok()) ts->lanes[f.first].failure = f.second;
+    }
+    wake_all(ts);
+    ++total;
+  }
+  if (!ts->credit_waiters.empty() &&
+      ts->inflight.load(std::memory_order_relaxed) < ts->bound.load(std::memory_order_relaxed)) {
+    internal::Notify(ts->credit_waiters.front());
+  }
+  return total;
+}
+
+int ThreadPoller::poll() { return state_->impl->poll(state_); }
+
+bool ThreadPoller::pending() const {
+  return state_->inflight.load(std::memory_order_relaxed) > 0 || state_->impl->shared_qps;
+}
+
+// ---------------------------------------------------------------------------
+// Public entry points
+
+Status Initiator::read(void* local, GlobalAddress remote, size_t length, Option option) {
+  return impl_->add_request(IBV_WR_RDMA_READ, local, remote, length, 0, 0, option);
+}
+
+Status Initiator::write(const void* local, GlobalAddress remote, size_t length, Option option) {
+  return impl_->add_request(IBV_WR_RDMA_WRITE, const_cast<void*>(local), remote, length, 0, 0, option);
+}
+
+Status Initiator::compare_and_swap(uint64_t* local, GlobalAddress remote, uint64_t expected, uint64_t desired,
+                                   Option option) {
+  return impl_->add_request(IBV_WR_ATOMIC_CMP_AND_SWP, local, remote, 8, expected, desired, option);
+}
+
+Status Initiator::fetch_and_add(uint64_t* local, GlobalAddress remote, uint64_t add, Option option) {
+  return impl_->add_request(IBV_WR_ATOMIC_FETCH_AND_ADD, local, remote, 8, add, 0, option);
+}
+
+Status Initiator::post_request() {
+  ThreadState* ts = impl_->state();
+  const int task = internal::current_task_id;
+  return impl_->post(ts, impl_->task_context(ts, task), task);
+}
+
+Status Initiator::sync() {
+  ThreadState* ts = impl_->state();
+  const int task = internal::current_task_id;
+  return impl_->wait_for(ts, impl_->task_context(ts, task), task);
+}
+
+int Initiator::poll_once() { return impl_->poll(impl_->state()); }
+
+}  // namespace smart

@@ -1,0 +1,215 @@
+// Internal state of the Initiator, shared by its setup, data-path and
+// allocator files.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "smart/initiator.h"
+#include "smart/task.h"
+#include "smart/task/task_internal.h"
+#include "smart/throttle.h"
+
+namespace smart {
+
+// wr_id: task (8 bits) | thread (8) | memory node (16) | requests this
+// completion acknowledges (32; 0 on unsignaled requests).
+inline uint64_t EncodeWrId(int task, int thread, int node, uint32_t count) {
+  return (uint64_t(task) << 56) | (uint64_t(thread) << 48) | (uint64_t(node) << 32) | count;
+}
+
+struct Connection {
+  node_t node = 0;
+  std::string host;
+  int port = 0;
+  int qp_count = 0;
+  std::vector<std::unique_ptr<QueuePair>> qps;
+  std::vector<std::unique_ptr<CompletionQueue>> private_cqs;  // without shared_cq: one per queue pair
+  RemoteRegion regions[kMemoryRegions];
+  std::shared_ptr<PeerMemory> peer;
+  int tcp_fd = -1;
+  std::atomic<bool> failed{false};
+
+  std::string name() const { return "memory node " + std::to_string(node) + " (" + host + ":" + std::to_string(port) + ")"; }
+  ~Connection();
+};
+
+// Resources of one queue-pair index. With thread-aware allocation each
+// thread owns one slot: its doorbell domain and its completion queue, shared
+// by its queue pairs to all memory blades.
+struct Slot {
+  std::unique_ptr<ThreadDomain> domain;
+  std::unique_ptr<CompletionQueue> cq;
+  int owner = -1;  // thread id
+};
+
+// A thread's view of one memory blade.
+struct Lane {
+  bool ready = false;
+  uint64_t generation = 0;
+  QueuePair* qp = nullptr;
+  Connection* connection = nullptr;
+  int max_inline = 0;
+  uint64_t base[kMemoryRegions] = {};
+  uint64_t length[kMemoryRegions] = {};
+  uint32_t rkey[kMemoryRegions] = {};
+  uint64_t posted = 0;
+  std::atomic<uint64_t> acked{0};
+  Status failure;  // set by the first failed completion
+  bool failure_is_flush = false;
+};
+
+constexpr int kMaxSyncTargets = 8;
+
+struct TaskContext {
+  ibv_send_wr wr[kMaxBatchSize];
+  ibv_sge sge[kMaxBatchSize];
+  int count = 0;
+  node_t node = 0;
+  struct SyncTarget {
+    node_t node;
+    uint64_t seq;
+  };
+  SyncTarget targets[kMaxSyncTargets];
+  int target_count = 0;
+  bool waiting = false;
+  bool credit_waiting = false;
+  Status error;
+  uint64_t* scratch = nullptr;  // 64 bytes of registered cache
+};
+
+// Per (thread, memory blade) state of the remote allocator.
+struct NodeAllocator {
+  static constexpr int kClasses = 12;  // 8 B .. 16 KiB
+  std::vector<GlobalAddress> free_lists[kClasses];
+  std::unordered_map<uint64_t, std::vector<GlobalAddress>> free_chunks;  // by chunk count
+  bool super_chunk_cached = false;
+  uint64_t max_chunk = 0;
+  uint64_t alloc_chunk = 0;
+};
+
+struct ThreadState;
+
+struct StateCache {
+  uint64_t instance = 0;
+  ThreadState* state = nullptr;
+};
+extern thread_local constinit StateCache tls_state;
+
+class ThreadPoller final : public CompletionPoller {
+ public:
+  explicit ThreadPoller(ThreadState* state) : state_(state) {}
+  int poll() override;
+  bool pending() const override;
+
+ private:
+  ThreadState* state_;
+};
+
+struct ThreadState {
+  ThreadState(Initiator::Impl* impl, int thread_id, int slot, int max_nodes);
+
+  Initiator::Impl* impl;
+  int thread_id;
+  int slot;
+  std::vector<Lane> lanes;
+  std::vector<CompletionQueue*> cqs;
+  std::vector<std::unique_ptr<TaskContext>> tasks;
+  std::atomic<int> inflight{0};
+  std::atomic<int> bound;
+  std::atomic<uint64_t> completed{0};
+  std::deque<int> credit_waiters;
+  ThreadPoller poller;
+  uint64_t attached_pool = 0;
+  // Shared queue pairs: completions polled by other threads land here.
+  std::atomic<bool> remote_progress{false};
+  std::mutex foreign_mutex;
+  std::vector<std::pair<node_t, Status>> foreign_failures;
+  // Remote allocator
+  std::vector<NodeAllocator> allocators;
+  bool allocator_busy = false;
+  std::deque<int> allocator_waiters;
+};
+
+struct Initiator::Impl {
+  explicit Impl(const SmartConfig& config);
+  ~Impl();
+
+  SmartConfig config;
+  uint64_t instance;
+  std::unique_ptr<Device> device;
+  char* cache_base = nullptr;
+  size_t cache_size = 0;
+  bool cache_huge = false;
+  std::unique_ptr<MemoryRegion> cache_region;
+  uint32_t cache_lkey = 0;
+  std::atomic<size_t> cache_used{0};
+  int unbounded = 256;  // work requests a thread may have in flight at most
+  bool shared_qps = false;
+
+  std::mutex mutex;  // connections, slots, states
+  std::vector<std::unique_ptr<Connection>> connections;  // by node
+  std::atomic<uint64_t> generation{1};
+  std::vector<Slot> slots;
+  std::unique_ptr<ThreadState> states[kMaxThreads];
+  bool domain_fallback_logged = false;
+
+  // Credit tuner
+  std::atomic<int> current_bound{0};
+  std::thread tuner;
+  std::mutex tuner_mutex;
+  std::condition_variable tuner_cv;
+  bool stopping = false;
+
+  // Connection monitor
+  std::thread monitor;
+  int monitor_pipe[2] = {-1, -1};
+  std::atomic<bool> monitor_stop{false};
+
+  void* cache_alloc(size_t size);
+  // The scheduler of the running pool must drain this thread's completion
+  // queues, or a waiting task would never wake.
+  void attach_poller(ThreadState* ts) {
+    TaskPool* pool = internal::current_pool;
+    if (__builtin_expect(ts->attached_pool != pool->serial(), 0)) {
+      pool->attach_poller(&ts->poller);
+      ts->attached_pool = pool->serial();
+    }
+  }
+  TaskContext* task_context(ThreadState* ts, int task) {
+    TaskContext* t = ts->tasks[task].get();
+    if (__builtin_expect(t != nullptr, 1)) return t;
+    return create_task_context(ts, task);
+  }
+  TaskContext* create_task_context(ThreadState* ts, int task);
+  // The calling thread's state, created on first use.
+  ThreadState* state() {
+    if (__builtin_expect(tls_state.instance == instance, 1)) return tls_state.state;
+    return state_slow();
+  }
+  ThreadState* state_slow();
+  ThreadState* create_state();
+  void release_state(int thread_id);
+  Status resolve_lane(ThreadState* ts, node_t node);
+  Status add_request(ibv_wr_opcode opcode, void* local, GlobalAddress remote, size_t length, uint64_t compare_add,
+                     uint64_t swap, Option option);
+  Status post(ThreadState* ts, TaskContext* t, int task);
+  Status wait_for(ThreadState* ts, TaskContext* t, int task);
+  int poll(ThreadState* ts);
+  void handle_completion(ThreadState* ts, const ibv_wc& wc);
+  void wake_all(ThreadState* ts);
+  Status failure_status(const ibv_wc& wc, const Connection* connection) const;
+  void tune();
+  void watch_connections();
+  void apply_bound(int bound);
+  CompletionQueue* ensure_slot(int index);
+};
+
+}  // namespace smart

@@ -1,0 +1,124 @@
+#include "smart/resource/handshake.h"
+
+#include "smart/resource/net.h"
+#include "smart/status.h"
+
+namespace smart {
+
+namespace {
+
+void PutEndpoints(WireWriter& w, const std::vector<QueuePairEndpoint>& endpoints) {
+  w.u16(static_cast<uint16_t>(endpoints.size()));
+  for (const QueuePairEndpoint& e : endpoints) {
+    w.u32(e.qp_num);
+    w.u32(e.psn);
+    w.u16(e.lid);
+    w.bytes(e.gid, sizeof(e.gid));
+  }
+}
+
+std::vector<QueuePairEndpoint> GetEndpoints(WireReader& r, const std::string& what) {
+  const uint16_t count = r.u16();
+  if (count == 0 || count > kMaxQueuePairsPerConnection) {
+    throw Error("malformed " + what + ": " + std::to_string(count) + " queue pairs (expected 1.." +
+                std::to_string(kMaxQueuePairsPerConnection) + ")");
+  }
+  std::vector<QueuePairEndpoint> endpoints(count);
+  for (QueuePairEndpoint& e : endpoints) {
+    e.qp_num = r.u32();
+    e.psn = r.u32() & 0xffffff;
+    e.lid = r.u16();
+    r.bytes(e.gid, sizeof(e.gid));
+  }
+  return endpoints;
+}
+
+void CheckHeader(WireReader& r, const std::string& what) {
+  const uint32_t magic = r.u32();
+  if (magic != kHandshakeMagic) {
+    throw Error(what + " is not a handshake of this framework (bad magic 0x" + [&] {
+      char buf[16];
+      snprintf(buf, sizeof(buf), "%08x", magic);
+      return std::string(buf);
+    }() + ")");
+  }
+  const uint16_t version = r.u16();
+  if (version != kHandshakeVersion) {
+    throw Error(what + " speaks handshake version " + std::to_string(version) + ", this build speaks " +
+                std::to_string(kHandshakeVersion) + ": run the same release on both sides");
+  }
+}
+
+}  // namespace
+
+std::string ClientHello::Encode() const {
+  WireWriter w;
+  w.u32(kHandshakeMagic);
+  w.u16(kHandshakeVersion);
+  w.u8(static_cast<uint8_t>(transport));
+  PutEndpoints(w, endpoints);
+  return w.data();
+}
+
+ClientHello ClientHello::Decode(const std::string& data, const std::string& peer) {
+  const std::string what = "handshake from client " + peer;
+  WireReader r(data, what);
+  CheckHeader(r, what);
+  ClientHello hello;
+  const uint8_t transport = r.u8();
+  if (transport != static_cast<uint8_t>(TransportKind::kVerbs) && transport != static_cast<uint8_t>(TransportKind::kShm)) {
+    throw Error("malformed " + what + ": unknown transport " + std::to_string(transport));
+  }
+  hello.transport = static_cast<TransportKind>(transport);
+  hello.endpoints = GetEndpoints(r, what);
+  r.finish();
+  return hello;
+}
+
+std::string ServerHello::Encode() const {
+  WireWriter w;
+  w.u32(kHandshakeMagic);
+  w.u16(kHandshakeVersion);
+  w.str(error);
+  if (!error.empty()) return w.data();
+  for (const RemoteRegion& region : regions) {
+    w.u8(region.valid ? 1 : 0);
+    w.u64(region.addr);
+    w.u64(region.length);
+    w.u32(region.rkey);
+  }
+  PutEndpoints(w, endpoints);
+  w.str(exported);
+  return w.data();
+}
+
+ServerHello ServerHello::Decode(const std::string& data, const std::string& peer) {
+  const std::string what = "handshake from memory blade " + peer;
+  WireReader r(data, what);
+  CheckHeader(r, what);
+  ServerHello hello;
+  hello.error = r.str(4096);
+  if (!hello.error.empty()) {
+    r.finish();
+    return hello;
+  }
+  for (RemoteRegion& region : hello.regions) {
+    const uint8_t valid = r.u8();
+    if (valid > 1) throw Error("malformed " + what + ": bad region flag");
+    region.valid = valid == 1;
+    region.addr = r.u64();
+    region.length = r.u64();
+    region.rkey = r.u32();
+    if (region.valid && (region.length == 0 || region.addr + region.length < region.addr)) {
+      throw Error("malformed " + what + ": region of " + std::to_string(region.length) + " bytes at 0x" +
+                  std::to_string(region.addr) + " wraps or is empty");
+    }
+  }
+  if (!hello.regions[kMainMemoryRegion].valid) throw Error("malformed " + what + ": no main memory region");
+  hello.endpoints = GetEndpoints(r, what);
+  hello.exported = r.str(4096);
+  r.finish();
+  return hello;
+}
+
+}  // namespace smart

@@ -1,0 +1,351 @@
+#include "smart/target.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <list>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "smart/logging.h"
+#include "smart/resource/handshake.h"
+#include "smart/resource/net.h"
+#include "smart/status.h"
+
+namespace smart {
+
+namespace {
+
+constexpr int kHandshakeTimeoutMs = 10000;
+
+std::string PeerName(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "unknown peer";
+  char host[128] = "?";
+  int port = 0;
+  if (ss.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+    port = ntohs(a->sin_port);
+  } else if (ss.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+    port = ntohs(a->sin6_port);
+    if (strncmp(host, "::ffff:", 7) == 0) memmove(host, host + 7, strlen(host + 7) + 1);
+  }
+  return std::string(host) + ":" + std::to_string(port);
+}
+
+// One connected client: its queue pairs live as long as its TCP connection.
+struct Session {
+  int fd = -1;
+  std::string peer;
+  std::unique_ptr<CompletionQueue> cq;
+  std::vector<std::unique_ptr<QueuePair>> qps;
+  ~Session() {
+    qps.clear();
+    cq.reset();
+    CloseFd(&fd);
+  }
+};
+
+}  // namespace
+
+struct Target::Impl {
+  SmartConfig smart_config;
+  BackendConfig backend_config;
+  std::unique_ptr<Device> device;
+  std::unique_ptr<MemoryRegion> pool;
+  int listen_fd = -1;
+  int wake_pipe[2] = {-1, -1};
+  std::thread listener;
+  std::atomic<bool> stopping{false};
+  std::mutex mutex;  // guards sessions and handshakes
+  std::list<std::unique_ptr<Session>> sessions;
+  struct Handshake {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::list<Handshake> handshakes;  // touched by the listener thread and stop()
+
+  void serve();
+  void handshake(int fd);
+  void reap_handshakes(bool all);
+};
+
+void Target::Impl::reap_handshakes(bool all) {
+  for (auto it = handshakes.begin(); it != handshakes.end();) {
+    if (all || it->done->load()) {
+      if (it->thread.joinable()) it->thread.join();
+      it = handshakes.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+Target::Target(const SmartConfig& smart_config, const BackendConfig& backend_config)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->smart_config = smart_config;
+  impl_->backend_config = backend_config;
+  impl_->device = Device::Open(smart_config);
+  const uint64_t bytes = backend_config.capacity << 20;
+  if (bytes < 2 * kChunkSize) throw Error("memory blade capacity must be at least 1 MiB");
+  if (!backend_config.dev_dax_path.empty()) {
+    throw Error(backend_config.source + ": key \"dev_dax_path\": persistent-memory pools are not supported by this "
+                "release; leave it empty");
+  }
+  impl_->pool = impl_->device->allocate_shared_region(bytes);
+  base_ = static_cast<char*>(impl_->pool->addr());
+  capacity_ = bytes;
+  SuperChunk* sc = super_chunk();
+  memset(static_cast<void*>(sc), 0, sizeof(SuperChunk));
+  sc->max_chunk = bytes / kChunkSize;
+  sc->alloc_chunk = 1;  // chunk 0 is the super chunk itself
+}
+
+Target::~Target() { stop(); }
+
+TransportKind Target::transport() const { return impl_->device->kind(); }
+
+std::string Target::transport_description() const { return impl_->device->description(); }
+
+GlobalAddress Target::alloc_chunk(uint64_t count) {
+  auto* watermark = reinterpret_cast<uint64_t*>(&super_chunk()->alloc_chunk);
+  uint64_t current = __atomic_load_n(watermark, __ATOMIC_ACQUIRE);
+  for (;;) {
+    if (count == 0 || current + count > super_chunk()->max_chunk) return GlobalAddress::Null();
+    if (__atomic_compare_exchange_n(watermark, &current, current + count, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+      return GlobalAddress(0, current * kChunkSize);
+    }
+  }
+}
+
+GlobalAddress Target::rel_ptr(const void* p) const {
+  const char* c = static_cast<const char*>(p);
+  if (c < base_ || c >= base_ + capacity_) return GlobalAddress::Null();
+  return GlobalAddress(0, static_cast<uint64_t>(c - base_));
+}
+
+void Target::set_root_entry(int index, uint64_t value) {
+  if (index < 0 || index >= kMaxRootEntries) throw Error("root entry index out of range: " + std::to_string(index));
+  __atomic_store_n(&super_chunk()->root_entries[index], value, __ATOMIC_RELEASE);
+}
+
+uint64_t Target::get_root_entry(int index) const {
+  if (index < 0 || index >= kMaxRootEntries) throw Error("root entry index out of range: " + std::to_string(index));
+  return __atomic_load_n(&super_chunk()->root_entries[index], __ATOMIC_ACQUIRE);
+}
+
+int Target::connected_clients() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return static_cast<int>(impl_->sessions.size());
+}
+
+uint64_t Target::resident_bytes() const {
+  // mincore over the pool counts the pages that exist.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t pages = (capacity_ + page - 1) / page;
+  uint64_t resident = 0;
+  std::vector<unsigned char> vec(1 << 16);
+  for (size_t first = 0; first < pages; first += vec.size()) {
+    const size_t n = std::min(vec.size(), pages - first);
+    if (mincore(base_ + first * page, n * page, vec.data()) != 0) return 0;
+    for (size_t i = 0; i < n; ++i) resident += vec[i] & 1;
+  }
+  return resident * page;
+}
+
+void Target::start() {
+  if (impl_->listen_fd >= 0) throw Error("memory blade already started");
+  impl_->listen_fd = TcpListen(impl_->backend_config.tcp_port, &port_);
+  if (pipe2(impl_->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    throw Error(std::string("memory blade: pipe: ") + strerror(errno));
+  }
+  impl_->listener = std::thread([this] { impl_->serve(); });
+}
+
+void Target::stop() {
+  if (!impl_ || impl_->listen_fd < 0) return;
+  impl_->stopping.store(true);
+  char c = 's';
+  ssize_t ignored = write(impl_->wake_pipe[1], &c, 1);
+  (void)ignored;
+  if (impl_->listener.joinable()) impl_->listener.join();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    for (auto& s : impl_->sessions) shutdown(s->fd, SHUT_RDWR);
+  }
+  impl_->reap_handshakes(true);
+  impl_->sessions.clear();
+  CloseFd(&impl_->listen_fd);
+  CloseFd(&impl_->wake_pipe[0]);
+  CloseFd(&impl_->wake_pipe[1]);
+}
+
+void Target::Impl::serve() {
+  while (!stopping.load()) {
+    std::vector<pollfd> fds = {{listen_fd, POLLIN, 0}, {wake_pipe[0], POLLIN, 0}};
+    std::vector<Session*> watched;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (auto& s : sessions) {
+        fds.push_back({s->fd, POLLIN, 0});
+        watched.push_back(s.get());
+      }
+    }
+    const int n = poll(fds.data(), fds.size(), 500);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      SMART_ERROR("memory blade: poll failed: %s", strerror(errno));
+      return;
+    }
+    if (fds[1].revents & POLLIN) {
+      char buf[64];
+      while (read(wake_pipe[0], buf, sizeof(buf)) > 0) {
+      }
+    }
+    if (stopping.load()) return;
+    // A client's TCP connection ending means the client is gone: release
+    // its queue pairs.
+    for (size_t i = 0; i < watched.size(); ++i) {
+      const short ev = fds[2 + i].revents;
+      if (ev == 0) continue;
+      char buf[64];
+      const ssize_t r = recv(watched[i]->fd, buf, sizeof(buf), MSG_DONTWAIT);
+      if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EINTR))) continue;  // stray bytes: ignore
+      std::lock_guard<std::mutex> lock(mutex);
+      for (auto it = sessions.begin(); it != sessions.end(); ++it) {
+        if (it->get() == watched[i]) {
+          SMART_INFO("memory blade: client %s disconnected", (*it)->peer.c_str());
+          sessions.erase(it);
+          break;
+        }
+      }
+    }
+    reap_handshakes(false);
+    if (fds[0].revents & POLLIN) {
+      const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      // Each handshake runs in its own thread so that a slow or silent
+      // client cannot hold up the others.
+      auto done = std::make_shared<std::atomic<bool>>(false);
+      handshakes.push_back(Handshake{std::thread([this, fd, done] {
+                                       handshake(fd);
+                                       done->store(true);
+                                     }),
+                                     done});
+    }
+  }
+}
+
+void Target::Impl::handshake(int fd) {
+  auto session = std::make_unique<Session>();
+  session->fd = fd;
+  session->peer = PeerName(fd);
+  try {
+    SetSocketTimeouts(fd, kHandshakeTimeoutMs);
+    const ClientHello hello = ClientHello::Decode(RecvFrame(fd, session->peer), session->peer);
+    ServerHello reply;
+    int clients;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      clients = static_cast<int>(sessions.size());
+    }
+    if (hello.transport != device->kind()) {
+      reply.error = std::string("the memory blade uses the ") + TransportKindName(device->kind()) +
+                    " transport and the client " + TransportKindName(hello.transport) +
+                    ": set \"transport\" in smart_config.json to the same value on both";
+    } else if (clients >= backend_config.max_clients) {
+      reply.error = "the memory blade already serves " + std::to_string(clients) + " clients (max_clients)";
+    }
+    if (!reply.error.empty()) {
+      SMART_WARN("memory blade: refused client %s: %s", session->peer.c_str(), reply.error.c_str());
+      SendFrame(fd, reply.Encode(), session->peer);
+      return;
+    }
+    session->cq = device->create_cq(16, nullptr, false);
+    QueuePairOptions options;
+    options.cq = session->cq.get();
+    options.max_send_wr = 1;
+    options.max_recv_wr = 1;
+    options.max_sge = 1;
+    options.max_inline_data = 0;
+    for (const QueuePairEndpoint& remote : hello.endpoints) {
+      session->qps.push_back(device->create_qp(options));
+      session->qps.back()->connect(remote, nullptr);
+      reply.endpoints.push_back(session->qps.back()->endpoint());
+    }
+    reply.regions[kMainMemoryRegion] = pool->remote();
+    reply.exported = device->export_regions({pool.get()});
+    SendFrame(fd, reply.Encode(), session->peer);
+    const char ready = RecvByte(fd, session->peer);
+    if (ready != kClientReady) throw Error("client " + session->peer + " sent a bad readiness byte");
+    SendByte(fd, kServerReady, session->peer);
+    // From here on only EOF matters; no timeout on an idle connection.
+    SetSocketTimeouts(fd, 0);
+    SMART_INFO("memory blade: client %s connected with %zu queue pair(s)", session->peer.c_str(),
+               session->qps.size());
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!stopping.load()) {
+      sessions.push_back(std::move(session));
+      char c = 'n';
+      ssize_t ignored = write(wake_pipe[1], &c, 1);
+      (void)ignored;
+    }
+  } catch (const std::exception& e) {
+    SMART_WARN("memory blade: handshake with %s failed: %s", session->peer.c_str(), e.what());
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Termination signals
+
+namespace {
+int g_signal_pipe[2] = {-1, -1};
+std::atomic<int> g_signal{0};
+std::once_flag g_signal_once;
+
+void OnTerminationSignal(int sig) {
+  g_signal.store(sig);
+  char c = static_cast<char>(sig);
+  ssize_t ignored = write(g_signal_pipe[1], &c, 1);
+  (void)ignored;
+}
+}  // namespace
+
+void InstallTerminationHandlers() {
+  std::call_once(g_signal_once, [] {
+    if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + strerror(errno));
+    struct sigaction action;
+    memset(&action, 0, sizeof(action));
+    action.sa_handler = OnTerminationSignal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, nullptr);
+    sigaction(SIGTERM, &action, nullptr);
+  });
+}
+
+bool TerminationRequested() { return g_signal.load() != 0; }
+
+int WaitForTerminationSignal() {
+  InstallTerminationHandlers();
+  while (g_signal.load() == 0) {
+    pollfd p{g_signal_pipe[0], POLLIN, 0};
+    poll(&p, 1, 1000);
+  }
+  return g_signal.load();
+}
+
+}  // namespace smart

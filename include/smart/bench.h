@@ -1,0 +1,104 @@
+// Harness shared by the benchmarks: latency histograms, a thread runner with
+// start/stop, progress lines for long phases, CSV output and an embedded
+// memory blade for runs without a configured server.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "smart/config.h"
+#include "smart/target.h"
+
+namespace smart {
+
+// Log-linear histogram of non-negative values (nanoseconds here): exact
+// below 64, then 32 buckets per power of two (about 3% resolution).
+class Histogram {
+ public:
+  Histogram();
+  void record(uint64_t value) {
+    ++buckets_[Index(value)];
+    ++count_;
+  }
+  void merge(const Histogram& other);
+  uint64_t count() const { return count_; }
+  // Value at quantile q in [0, 1] (bucket midpoint); 0 when empty.
+  uint64_t percentile(double q) const;
+
+  static int Index(uint64_t value) {
+    if (value < 64) return static_cast<int>(value);
+    const int bits = 63 - __builtin_clzll(value);
+    const int shift = bits - 5;
+    return (shift + 1) * 32 + static_cast<int>((value >> shift) - 32);
+  }
+  static uint64_t LowerBound(int index);
+  static constexpr int kBuckets = 60 * 32;
+
+ private:
+  std::vector<uint64_t> buckets_;
+  uint64_t count_ = 0;
+};
+
+// Runs fn(thread_index) on `threads` threads (thread i pinned to core i
+// when `bind`) and returns when all are done; rethrows the first exception.
+void RunThreads(int threads, bool bind, const std::function<void(int)>& fn);
+
+// A start gate and a stop flag for timed runs.
+class RunControl {
+ public:
+  explicit RunControl(int threads) : threads_(threads) {}
+  // Worker side: announce readiness and wait for the start.
+  void ready_and_wait();
+  bool stopped() const { return stop_.load(std::memory_order_relaxed); }
+  // Main side: wait for every worker, start, sleep `seconds` (or until
+  // `abort` turns true), stop. Returns the measured seconds.
+  double run_for(double seconds, const std::atomic<bool>* abort = nullptr);
+  void stop() { stop_.store(true); }
+
+ private:
+  int threads_;
+  std::atomic<int> ready_{0};
+  std::atomic<bool> start_{false};
+  std::atomic<bool> stop_{false};
+};
+
+// A progress line on stderr, redrawn in place on a terminal and silent in a
+// pipe (a final summary line is printed either way by the caller).
+class Progress {
+ public:
+  Progress(std::string label, uint64_t total);
+  void update(uint64_t done);  // cheap; redraws at most a few times a second
+  void finish();
+
+ private:
+  std::string label_;
+  uint64_t total_;
+  bool tty_;
+  uint64_t last_draw_ns_ = 0;
+  uint64_t start_ns_;
+};
+
+// Appends `line` (a newline is added) to `path`; empty path: nothing.
+// Throws smart::Error when the file cannot be written.
+void AppendCsvLine(const std::string& path, const std::string& line);
+
+// A memory blade inside the process, on the shm transport and a free
+// loopback port: what a bench uses when no memory server is configured.
+class EmbeddedMemoryBlade {
+ public:
+  EmbeddedMemoryBlade(const SmartConfig& config, uint64_t capacity_mib);
+  Target& target() { return *target_; }
+  int port() const { return target_->port(); }
+  std::string host() const { return "127.0.0.1"; }
+
+ private:
+  std::unique_ptr<Target> target_;
+};
+
+uint64_t NowNs();
+
+}  // namespace smart

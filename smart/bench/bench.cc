@@ -1,0 +1,129 @@
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "smart/bench.h"
+#include "smart/logging.h"
+#include "smart/status.h"
+#include "smart/task.h"
+
+namespace smart {
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+Histogram::Histogram() : buckets_(kBuckets, 0) {}
+
+void Histogram::merge(const Histogram& other) {
+  for (int i = 0; i < kBuckets; ++i) buckets_[i] += other.buckets_[i];
+  count_ += other.count_;
+}
+
+uint64_t Histogram::LowerBound(int index) {
+  if (index < 64) return static_cast<uint64_t>(index);
+  const int shift = index / 32 - 1;
+  return (static_cast<uint64_t>(index % 32) + 32) << shift;
+}
+
+uint64_t Histogram::percentile(double q) const {
+  if (count_ == 0) return 0;
+  const uint64_t rank = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(q * static_cast<double>(count_))));
+  uint64_t seen = 0;
+  for (int i = 0; i < kBuckets; ++i) {
+    seen += buckets_[i];
+    if (seen >= rank) {
+      const uint64_t lo = LowerBound(i);
+      const uint64_t hi = i + 1 < kBuckets ? LowerBound(i + 1) : lo;
+      return lo + (hi - lo) / 2;
+    }
+  }
+  return LowerBound(kBuckets - 1);
+}
+
+void RunThreads(int threads, bool bind, const std::function<void(int)>& fn) {
+  std::vector<std::thread> workers;
+  std::mutex mutex;
+  std::exception_ptr error;
+  for (int i = 0; i < threads; ++i) {
+    workers.emplace_back([&, i] {
+      if (bind) BindCore(i);
+      try {
+        fn(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!error) error = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+void RunControl::ready_and_wait() {
+  ready_.fetch_add(1);
+  while (!start_.load(std::memory_order_acquire) && !stop_.load()) std::this_thread::yield();
+}
+
+double RunControl::run_for(double seconds, const std::atomic<bool>* abort) {
+  while (ready_.load() < threads_ && !stop_.load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  const uint64_t start = NowNs();
+  start_.store(true, std::memory_order_release);
+  const uint64_t end = start + static_cast<uint64_t>(seconds * 1e9);
+  while (NowNs() < end && !stop_.load() && !(abort && abort->load()) && !TerminationRequested()) {
+    const uint64_t left = end - NowNs();
+    std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<uint64_t>(left, 50000000)));
+  }
+  stop_.store(true);
+  return static_cast<double>(NowNs() - start) / 1e9;
+}
+
+Progress::Progress(std::string label, uint64_t total)
+    : label_(std::move(label)), total_(total), tty_(isatty(STDERR_FILENO) == 1), start_ns_(NowNs()) {}
+
+void Progress::update(uint64_t done) {
+  if (!tty_) return;
+  const uint64_t now = NowNs();
+  if (now - last_draw_ns_ < 200000000ull && done < total_) return;
+  last_draw_ns_ = now;
+  const double elapsed = static_cast<double>(now - start_ns_) / 1e9;
+  const double pct = total_ ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0;
+  fprintf(stderr, "\r%s: %llu / %llu (%.1f%%, %.1f s)   ", label_.c_str(), static_cast<unsigned long long>(done),
+          static_cast<unsigned long long>(total_), pct, elapsed);
+  fflush(stderr);
+}
+
+void Progress::finish() {
+  if (tty_) fprintf(stderr, "\n");
+}
+
+void AppendCsvLine(const std::string& path, const std::string& line) {
+  if (path.empty()) return;
+  FILE* f = fopen(path.c_str(), "a");
+  if (f == nullptr) throw Error("cannot open result file \"" + path + "\" for appending: " + strerror(errno));
+  const bool ok = fprintf(f, "%s\n", line.c_str()) > 0;
+  if (fclose(f) != 0 || !ok) throw Error("cannot write result file \"" + path + "\": " + strerror(errno));
+}
+
+EmbeddedMemoryBlade::EmbeddedMemoryBlade(const SmartConfig& config, uint64_t capacity_mib) {
+  SmartConfig shm_config = config;
+  shm_config.transport = TransportChoice::kShm;
+  BackendConfig backend;
+  backend.source = "embedded memory blade";
+  backend.capacity = capacity_mib;
+  backend.tcp_port = 0;
+  target_ = std::make_unique<Target>(shm_config, backend);
+  target_->start();
+}
+
+}  // namespace smart

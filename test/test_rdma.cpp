@@ -1,0 +1,232 @@
+// test_rdma: the one-sided micro benchmark, compatible with upstream SMART's.
+//
+//   test_rdma                      serve as a memory blade (test_rdma.json: port, memory_size)
+//   test_rdma NR_THREAD DEPTH      client: NR_THREAD threads, DEPTH requests in flight each
+//
+// With no server in test_rdma.json (or --local) the client starts a memory
+// blade inside the process on the shm transport.
+#include <CLI/CLI.hpp>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "smart/bench.h"
+#include "smart/initiator.h"
+#include "smart/logging.h"
+#include "smart/status.h"
+#include "smart/target.h"
+#include "smart/task.h"
+
+namespace {
+
+using namespace smart;
+
+constexpr int kLatencySampleMask = 7;  // time one operation in eight
+
+int ServeMemoryBlade(const SmartConfig& smart_config, const TestRdmaConfig& config) {
+  InstallTerminationHandlers();
+  BackendConfig backend;
+  backend.source = config.source;
+  backend.capacity = config.memory_size;
+  backend.tcp_port = config.port;
+  Target target(smart_config, backend);
+  target.start();
+  printf("test_rdma memory blade: %" PRIu64 " MiB on %s, listening on port %d\n", config.memory_size,
+         target.transport_description().c_str(), target.port());
+  fflush(stdout);
+  const int sig = WaitForTerminationSignal();
+  SMART_INFO("test_rdma memory blade: %s, shutting down", strsignal(sig));
+  target.stop();
+  return 0;
+}
+
+struct ThreadResult {
+  uint64_t ops = 0;
+  Histogram latency;
+  std::string error;
+};
+
+int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int threads, int depth, bool local) {
+  if (threads < 1 || threads > kMaxThreads - 2) {
+    throw Error("NR_THREAD must be within 1.." + std::to_string(kMaxThreads - 2) + ", got " + std::to_string(threads));
+  }
+  if (depth < 1 || depth > kMaxTasksPerThread - 1) {
+    throw Error("DEPTH must be within 1.." + std::to_string(kMaxTasksPerThread - 1) + ", got " + std::to_string(depth));
+  }
+  const bool atomic = config.type == "cas" || config.type == "faa";
+  if (atomic && config.block_size != 8) {
+    throw Error(config.source + ": block_size must be 8 for type " + config.type + ", got " +
+                std::to_string(config.block_size));
+  }
+  const uint64_t memory_bytes = config.memory_size << 20;
+  const uint64_t segment = memory_bytes / static_cast<uint64_t>(threads) / 4096 * 4096;
+  if (segment < config.block_size + kChunkSize) {
+    throw Error("memory_size of " + std::to_string(config.memory_size) + " MiB is too small for " +
+                std::to_string(threads) + " threads of " + std::to_string(config.block_size) + "-byte blocks");
+  }
+
+  std::unique_ptr<EmbeddedMemoryBlade> blade;
+  std::string host;
+  int port = config.port;
+  if (local || config.servers.empty()) {
+    smart_config.transport = TransportChoice::kShm;
+    blade = std::make_unique<EmbeddedMemoryBlade>(smart_config, config.memory_size);
+    host = blade->host();
+    port = blade->port();
+    SMART_INFO("test_rdma: no server configured; using a memory blade inside this process (shm, port %d)", port);
+  } else {
+    host = config.servers[0];
+  }
+
+  int qp_count = threads;
+  if (config.qp_num < 0) qp_count = (threads + (-config.qp_num) - 1) / (-config.qp_num);
+  if (config.qp_num > 0) qp_count = config.qp_num;
+  if (qp_count < threads) smart_config.experimental.qp_sharing = true;
+
+  Initiator initiator(smart_config);
+  const uint64_t connect_start = NowNs();
+  initiator.connect(0, host, port, qp_count);
+  const double connect_ms = static_cast<double>(NowNs() - connect_start) / 1e6;
+  const uint64_t remote_bytes = initiator.remote_capacity(0);
+  if (remote_bytes < memory_bytes) {
+    throw Error("the memory blade at " + host + ":" + std::to_string(port) + " has " +
+                std::to_string(remote_bytes >> 20) + " MiB, less than memory_size (" +
+                std::to_string(config.memory_size) + " MiB)");
+  }
+
+  std::vector<ThreadResult> results(threads);
+  RunControl control(threads);
+  std::atomic<bool> failed{false};
+  const uint64_t block = config.block_size;
+  const std::string type = config.type;
+  const double cycles_per_ns = CyclesPerNanosecond();
+
+  std::thread runner([&] {
+    RunThreads(threads, true, [&](int index) {
+      ThreadResult& result = results[index];
+      // Chunk 0 (the super chunk) stays untouched: segments start after it.
+      const uint64_t base = static_cast<uint64_t>(index) * segment + kChunkSize;
+      const uint64_t slots = (segment - kChunkSize) / block;
+      TaskPool pool(TaskPoolOptions{64 * 1024, depth});
+      if (initiator.transport() == TransportKind::kShm) {
+        // On shm the first access to each page of the pool is a page fault,
+        // which a NIC never takes: touch every page of the segment once
+        // before measuring.
+        const uint64_t pages = (segment - kChunkSize) / 4096;
+        for (int task = 0; task < depth; ++task) {
+          char* probe = static_cast<char*>(initiator.alloc_cache(64));
+          if (probe == nullptr) throw Error("initiator cache exhausted; raise initiator_cache_size");
+          pool.spawn([&, probe, task] {
+            for (uint64_t page = static_cast<uint64_t>(task); page < pages; page += static_cast<uint64_t>(depth)) {
+              Status s = initiator.read(probe, GlobalAddress(0, base + page * 4096), 8);
+              if (!s.ok()) throw Error("warm-up read failed: " + s.ToString());
+            }
+          });
+        }
+        pool.run();
+      }
+      for (int task = 0; task < depth; ++task) {
+        char* buffer = static_cast<char*>(initiator.alloc_cache(std::max<uint64_t>(block, 64)));
+        if (buffer == nullptr) throw Error("initiator cache exhausted; raise initiator_cache_size");
+        memset(buffer, 'a' + task % 26, block);
+        pool.spawn([&, buffer, task] {
+          std::mt19937_64 rng(static_cast<uint64_t>(index) * 1000003 + static_cast<uint64_t>(task));
+          std::uniform_int_distribution<uint64_t> pick(0, slots - 1);
+          uint64_t local_ops = 0;
+          control.ready_and_wait();
+          while (!control.stopped()) {
+            const GlobalAddress addr(0, base + pick(rng) * block);
+            const bool timed = (local_ops & kLatencySampleMask) == 0;
+            const uint64_t start = timed ? Cycles() : 0;
+            Status s;
+            if (type == "read") {
+              s = initiator.read(buffer, addr, block);
+            } else if (type == "write") {
+              s = initiator.write(buffer, addr, block);
+            } else if (type == "cas") {
+              s = initiator.compare_and_swap(reinterpret_cast<uint64_t*>(buffer), addr, 0, 0);
+            } else {
+              s = initiator.fetch_and_add(reinterpret_cast<uint64_t*>(buffer), addr, 1);
+            }
+            if (!s.ok()) {
+              if (!failed.exchange(true)) result.error = s.ToString();
+              control.stop();
+              break;
+            }
+            if (timed) result.latency.record(static_cast<uint64_t>(static_cast<double>(Cycles() - start) / cycles_per_ns));
+            ++local_ops;
+          }
+          result.ops += local_ops;
+        });
+      }
+      pool.run();
+    });
+  });
+  const double elapsed = control.run_for(config.duration, &failed);
+  runner.join();
+
+  uint64_t ops = 0;
+  Histogram latency;
+  for (ThreadResult& r : results) {
+    ops += r.ops;
+    latency.merge(r.latency);
+    if (!r.error.empty()) {
+      fprintf(stderr, "test_rdma: %s failed: %s\n", type.c_str(), r.error.c_str());
+      return 1;
+    }
+  }
+  const double iops = static_cast<double>(ops) / elapsed / 1e6;
+  const double bandwidth = static_cast<double>(ops) * static_cast<double>(block) / elapsed / (1 << 20);
+  const double p50 = static_cast<double>(latency.percentile(0.50)) / 1000.0;
+  const double p99 = static_cast<double>(latency.percentile(0.99)) / 1000.0;
+  const std::string prefix = config.dump_prefix.empty() ? "rdma-" + type : config.dump_prefix;
+  printf("%s: #threads=%d, #depth=%d, #block_size=%" PRIu64
+         ", BW=%.3f MB/s, IOPS=%.3f M/s, conn establish time=%.3f ms, P50 latency=%.3f us, P99 latency=%.3f us\n",
+         prefix.c_str(), threads, depth, block, bandwidth, iops, connect_ms, p50, p99);
+  fflush(stdout);
+  char line[512];
+  snprintf(line, sizeof(line), "%s, %d, %d, %" PRIu64 ", %.3f, %.3f, %.3f, %.3f, %.3f", prefix.c_str(), threads,
+           depth, block, bandwidth, iops, connect_ms, p50, p99);
+  AppendCsvLine(config.dump_file_path, line);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"test_rdma: one-sided RDMA micro benchmark (no arguments: serve as a memory blade)"};
+  std::vector<int> positional;
+  std::string config_path;
+  bool local = false;
+  int port = -1;
+  double duration = -1;
+  std::string type;
+  uint64_t block_size = 0;
+  app.add_option("NR_THREAD DEPTH", positional, "client threads and requests in flight per thread")->expected(0, 2);
+  app.add_option("--config", config_path, "test_rdma.json to use (default: TEST_RDMA_CONF or config/test_rdma.json)");
+  app.add_flag("--local", local, "run against a memory blade inside this process (shm)");
+  app.add_option("--port", port, "TCP port to serve on or connect to (0: any free port when serving)");
+  app.add_option("--duration", duration, "seconds to measure (default: the config's duration, else 15)");
+  app.add_option("--type", type, "read, write, cas or faa")->check(CLI::IsMember({"read", "write", "cas", "faa"}));
+  app.add_option("--block-size", block_size, "bytes per operation");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    SmartConfig smart_config = SmartConfig::Load();
+    TestRdmaConfig config = TestRdmaConfig::Load(config_path);
+    if (port >= 0) config.port = port;
+    if (duration > 0) config.duration = duration;
+    if (!type.empty()) config.type = type;
+    if (block_size > 0) config.block_size = block_size;
+    if (positional.empty()) return ServeMemoryBlade(smart_config, config);
+    if (positional.size() != 2) {
+      fprintf(stderr, "test_rdma: give both NR_THREAD and DEPTH (or neither, to serve)\n");
+      return 2;
+    }
+    return RunClient(smart_config, config, positional[0], positional[1], local);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "test_rdma: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,198 @@
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <fstream>
+
+#include "smart/config.h"
+#include "smart/status.h"
+#include "test_util.h"
+
+namespace smart {
+namespace {
+
+// Expects parsing to fail with a message containing every fragment.
+template <typename Fn>
+void ExpectConfigError(Fn fn, std::initializer_list<const char*> fragments) {
+  try {
+    fn();
+    FAIL() << "expected a configuration error";
+  } catch (const Error& e) {
+    for (const char* f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+  }
+}
+
+TEST(SmartConfig, ParsesTheShippedFile) {
+  const SmartConfig c = SmartConfig::LoadFile(std::string(SMART_SOURCE_DIR) + "/config/smart_config.json");
+  EXPECT_EQ(c.qp_param.max_cqe_size, 256);
+  EXPECT_EQ(c.work_req_throt.initial_credit, 4);
+  EXPECT_EQ(c.thread_aware_alloc.doorbell, DoorbellMode::kThreadDomain);
+  EXPECT_EQ(c.transport, TransportChoice::kAuto);
+}
+
+TEST(SmartConfig, AcceptsUpstreamStyleFileWithoutNewerKeys) {
+  // No transport, gid_idx, shm, conflict_avoidance or experimental keys.
+  const SmartConfig c = SmartConfig::Parse(R"({
+    "infiniband": {"name": "mlx5_0", "port": 1},
+    "qp_param": {"max_cqe_size": 128, "max_wqe_size": 128, "max_sge_size": 1, "max_inline_data": 64},
+    "max_nodes": 32, "initiator_cache_size": 1024,
+    "use_thread_aware_alloc": true,
+    "thread_aware_alloc": {"total_uuar": 100, "shared_uuar": 96, "shared_cq": true},
+    "use_work_req_throt": true,
+    "work_req_throt": {"initial_credit": 4, "max_credit": 12, "credit_step": 2, "execution_epochs": 60,
+                       "sample_cycles": 19200000, "inf_credit_weight": 1.05, "auto_tuning": true},
+    "use_conflict_avoidance": false, "use_speculative_lookup": false})",
+                                           "upstream.json");
+  EXPECT_EQ(c.infiniband.name, "mlx5_0");
+  EXPECT_EQ(c.max_nodes, 32);
+  EXPECT_EQ(c.infiniband.gid_idx, -1);
+}
+
+TEST(SmartConfig, UnknownKeyNamesFileAndKey) {
+  ExpectConfigError([] { SmartConfig::Parse(testing::ConfigText("\"use_thread_awre_alloc\": true,"), "my.json"); },
+                    {"my.json", "unknown key", "use_thread_awre_alloc"});
+}
+
+TEST(SmartConfig, UnknownNestedKeyNamesTheFullPath) {
+  const std::string text = testing::ConfigText("\"shm\": {\"latency\": 5},");
+  ExpectConfigError([&] { SmartConfig::Parse(text, "my.json"); }, {"shm.latency"});
+}
+
+TEST(SmartConfig, CommentKeysAreIgnored) {
+  EXPECT_NO_THROW(SmartConfig::Parse(testing::ConfigText("\"_comment\": \"hello\","), "my.json"));
+}
+
+TEST(SmartConfig, MissingRequiredKeyIsNamed) {
+  std::string text = testing::ConfigText();
+  const std::string key = "\"max_nodes\": 8,";
+  text.erase(text.find(key), key.size());
+  ExpectConfigError([&] { SmartConfig::Parse(text, "my.json"); }, {"my.json", "max_nodes", "missing"});
+}
+
+TEST(SmartConfig, WrongTypeSaysWhatWasExpected) {
+  std::string text = testing::ConfigText();
+  text.replace(text.find("\"max_nodes\": 8"), 14, "\"max_nodes\": \"eight\"");
+  ExpectConfigError([&] { SmartConfig::Parse(text, "my.json"); }, {"max_nodes", "expected an integer", "\"eight\""});
+}
+
+TEST(SmartConfig, OutOfRangeValueIsRejected) {
+  std::string text = testing::ConfigText();
+  text.replace(text.find("\"max_nodes\": 8"), 14, "\"max_nodes\": 9999");
+  ExpectConfigError([&] { SmartConfig::Parse(text, "my.json"); }, {"max_nodes", "[1, 256]"});
+}
+
+TEST(SmartConfig, BadTransportChoiceListsTheChoices) {
+  std::string t = testing::ConfigText();
+  t.replace(t.find("\"transport\": \"shm\""), 18, "\"transport\": \"rdma\"");
+  ExpectConfigError([&] { SmartConfig::Parse(t, "my.json"); }, {"transport", "\"auto\"", "\"verbs\"", "\"shm\""});
+}
+
+TEST(SmartConfig, ParentThatIsNotAnObjectIsATypeError) {
+  std::string t = testing::ConfigText();
+  t.replace(t.find("\"infiniband\": {\"name\": \"\", \"port\": 1}"), 37, "\"infiniband\": 3");
+  ExpectConfigError([&] { SmartConfig::Parse(t, "my.json"); }, {"infiniband", "an object"});
+}
+
+TEST(SmartConfig, InvalidJsonIsReported) {
+  ExpectConfigError([] { SmartConfig::Parse("{ \"a\": ", "broken.json"); }, {"broken.json", "not valid JSON"});
+}
+
+TEST(SmartConfig, CrossKeyConstraintsAreChecked) {
+  std::string t = testing::ConfigText();
+  t.replace(t.find("\"shared_uuar\": 96"), 17, "\"shared_uuar\": 100");
+  ExpectConfigError([&] { SmartConfig::Parse(t, "my.json"); }, {"shared_uuar", "below"});
+}
+
+TEST(SmartConfig, SmartOptsTurnsTechniquesOnByToken) {
+  SmartConfig c = testing::TestConfig();
+  c.ApplySmartOpts("None");
+  EXPECT_FALSE(c.use_thread_aware_alloc);
+  EXPECT_FALSE(c.use_work_req_throt);
+  EXPECT_FALSE(c.use_conflict_avoidance);
+  EXPECT_FALSE(c.use_speculative_lookup);
+  c.ApplySmartOpts("ThrdAwareAlloc,WorkReqThrot");
+  EXPECT_TRUE(c.use_thread_aware_alloc);
+  EXPECT_TRUE(c.use_work_req_throt);
+  EXPECT_FALSE(c.use_conflict_avoidance);
+  c.ApplySmartOpts("ConflictAvoid+SpecLookup");
+  EXPECT_FALSE(c.use_thread_aware_alloc);
+  EXPECT_TRUE(c.use_conflict_avoidance);
+  EXPECT_TRUE(c.use_speculative_lookup);
+}
+
+TEST(SmartConfig, UnknownSmartOptsTokenIsAnError) {
+  SmartConfig c = testing::TestConfig();
+  ExpectConfigError([&] { c.ApplySmartOpts("ThrdAwareAlloc,Turbo"); }, {"SMART_OPTS", "Turbo", "ConflictAvoid"});
+}
+
+TEST(SmartConfig, EnvironmentOverridesAreApplied) {
+  SmartConfig c = testing::TestConfig();
+  setenv("SMART_OPTS", "SpecLookup", 1);
+  setenv("DISABLE_CORO_THROT", "1", 1);
+  setenv("MAX_BACKOFF_CYCLE_LOG2", "3", 1);
+  c.ApplyEnvironment();
+  unsetenv("SMART_OPTS");
+  unsetenv("DISABLE_CORO_THROT");
+  unsetenv("MAX_BACKOFF_CYCLE_LOG2");
+  EXPECT_TRUE(c.use_speculative_lookup);
+  EXPECT_FALSE(c.use_conflict_avoidance);
+  EXPECT_FALSE(c.conflict_avoidance.coroutine_throttling);
+  EXPECT_FALSE(c.conflict_avoidance.adaptive_backoff_limit);
+  EXPECT_EQ(c.conflict_avoidance.fixed_backoff_limit_ns, c.conflict_avoidance.initial_backoff_ns << 3);
+}
+
+TEST(SmartConfig, BadMaxBackoffLog2IsAnError) {
+  SmartConfig c = testing::TestConfig();
+  setenv("MAX_BACKOFF_CYCLE_LOG2", "lots", 1);
+  ExpectConfigError([&] { c.ApplyEnvironment(); }, {"MAX_BACKOFF_CYCLE_LOG2", "lots"});
+  unsetenv("MAX_BACKOFF_CYCLE_LOG2");
+}
+
+TEST(SmartConfig, ConfigPathFromEnvironmentMustExist) {
+  setenv("SMART_CONFIG_PATH", "/nonexistent/smart.json", 1);
+  ExpectConfigError([] { SmartConfig::Load(); }, {"SMART_CONFIG_PATH", "/nonexistent/smart.json"});
+  unsetenv("SMART_CONFIG_PATH");
+}
+
+TEST(BackendConfig, ParsesAndValidates) {
+  const BackendConfig c = BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0})", "backend.json");
+  EXPECT_EQ(c.capacity, 64u);
+  EXPECT_EQ(c.tcp_port, 0);
+  ExpectConfigError([] { BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 70000})", "backend.json"); },
+                    {"backend.json", "tcp_port"});
+  ExpectConfigError([] { BackendConfig::Parse(R"({"capacity": -1, "tcp_port": 1})", "backend.json"); },
+                    {"capacity"});
+  ExpectConfigError([] { BackendConfig::Parse(R"({"tcp_port": 1})", "backend.json"); }, {"capacity", "missing"});
+}
+
+TEST(TestRdmaConfig, ParsesUpstreamFile) {
+  const TestRdmaConfig c = TestRdmaConfig::Parse(
+      R"({"servers": ["optane06"], "port": 12345, "block_size": 8, "qp_num": -1, "dump_file_path": "x.csv", "type": "atomic"})",
+      "test_rdma.json");
+  ASSERT_EQ(c.servers.size(), 1u);
+  EXPECT_EQ(c.servers[0], "optane06");
+  EXPECT_EQ(c.type, "faa");  // upstream's name for fetch-and-add
+}
+
+TEST(TestRdmaConfig, RejectsBadValues) {
+  ExpectConfigError(
+      [] {
+        TestRdmaConfig::Parse(R"({"servers": [1], "port": 1, "block_size": 8, "dump_file_path": "", "type": "read"})",
+                              "t.json");
+      },
+      {"servers"});
+  ExpectConfigError(
+      [] {
+        TestRdmaConfig::Parse(R"({"servers": [], "port": 1, "block_size": 8, "dump_file_path": "", "type": "scan"})",
+                              "t.json");
+      },
+      {"type", "\"cas\""});
+  ExpectConfigError(
+      [] {
+        TestRdmaConfig::Parse(
+            R"({"servers": [], "port": 1, "block_size": 8, "qp_num": 0, "dump_file_path": "", "type": "read"})", "t.json");
+      },
+      {"qp_num"});
+}
+
+}  // namespace
+}  // namespace smart

@@ -1,0 +1,231 @@
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "smart/status.h"
+#include "smart/task.h"
+
+namespace smart {
+namespace {
+
+TEST(TaskPool, RunsEveryTaskToCompletion) {
+  TaskPool pool;
+  int done = 0;
+  for (int i = 0; i < 10; ++i) pool.spawn([&] { ++done; });
+  EXPECT_EQ(pool.alive_tasks(), 10);
+  pool.run();
+  EXPECT_EQ(done, 10);
+  EXPECT_EQ(pool.alive_tasks(), 0);
+}
+
+TEST(TaskPool, TaskIdsAreDistinctAndNonZero) {
+  TaskPool pool;
+  std::vector<int> ids;
+  for (int i = 0; i < 5; ++i) pool.spawn([&] { ids.push_back(this_task::id()); });
+  EXPECT_EQ(this_task::id(), 0);
+  pool.run();
+  ASSERT_EQ(ids.size(), 5u);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(std::unique(ids.begin(), ids.end()), ids.end());
+  EXPECT_GT(ids.front(), 0);
+}
+
+TEST(TaskPool, YieldInterleavesTasksInFifoOrder) {
+  TaskPool pool;
+  std::vector<int> order;
+  for (int t = 0; t < 3; ++t) {
+    pool.spawn([&, t] {
+      for (int i = 0; i < 3; ++i) {
+        order.push_back(t);
+        this_task::yield();
+      }
+    });
+  }
+  pool.run();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 0, 1, 2, 0, 1, 2}));
+}
+
+TEST(TaskPool, WaitBlocksUntilNotified) {
+  TaskPool pool;
+  std::vector<std::string> log;
+  int waiter = 0;
+  pool.spawn([&] {
+    waiter = this_task::id();
+    log.push_back("wait");
+    this_task::wait();
+    log.push_back("woken");
+  });
+  pool.spawn([&] {
+    this_task::yield();
+    this_task::yield();
+    log.push_back("notify");
+    this_task::notify(waiter);
+  });
+  pool.run();
+  EXPECT_EQ(log, (std::vector<std::string>{"wait", "notify", "woken"}));
+}
+
+TEST(TaskPool, NotificationBeforeWaitIsNotLost) {
+  TaskPool pool;
+  bool finished = false;
+  pool.spawn([&] {
+    this_task::notify(this_task::id());  // arrives while running
+    this_task::wait();                   // returns at once
+    finished = true;
+  });
+  pool.run();
+  EXPECT_TRUE(finished);
+}
+
+TEST(TaskPool, ExceptionInTaskIsRethrownByRun) {
+  TaskPool pool;
+  pool.spawn([] { throw std::runtime_error("boom"); });
+  pool.spawn([] {
+    for (;;) this_task::yield();  // never ends by itself: run() must unwind it
+  });
+  EXPECT_THROW(
+      {
+        try {
+          pool.run();
+        } catch (const std::runtime_error& e) {
+          EXPECT_STREQ(e.what(), "boom");
+          throw;
+        }
+      },
+      std::runtime_error);
+  EXPECT_EQ(pool.alive_tasks(), 0);
+  // The pool is usable again.
+  int done = 0;
+  pool.spawn([&] { ++done; });
+  pool.run();
+  EXPECT_EQ(done, 1);
+}
+
+TEST(TaskPool, UnfinishedTasksAreUnwoundOnDestruction) {
+  struct Flag {
+    bool* destroyed;
+    ~Flag() { *destroyed = true; }
+  };
+  bool destroyed = false;
+  {
+    TaskPool pool;
+    pool.spawn([&] {
+      Flag flag{&destroyed};
+      throw std::runtime_error("stop");
+    });
+    pool.spawn([&] {
+      Flag flag{&destroyed};
+      for (;;) this_task::yield();
+    });
+    EXPECT_THROW(pool.run(), std::runtime_error);
+  }
+  EXPECT_TRUE(destroyed);
+}
+
+TEST(TaskPool, DeadlockIsReportedInsteadOfHanging) {
+  TaskPool pool;
+  pool.spawn([] { this_task::wait(); });
+  try {
+    pool.run();
+    FAIL() << "expected a deadlock error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("deadlock"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TaskPool, TooManyTasksIsAClearError) {
+  TaskPool pool(TaskPoolOptions{64 * 1024, 2});
+  pool.spawn([] {});
+  pool.spawn([] {});
+  try {
+    pool.spawn([] {});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot spawn more than 2"), std::string::npos) << e.what();
+  }
+  pool.run();
+}
+
+TEST(TaskPool, RejectsOutOfRangeOptions) {
+  EXPECT_THROW(TaskPool(TaskPoolOptions{64 * 1024, 0}), Error);
+  EXPECT_THROW(TaskPool(TaskPoolOptions{64 * 1024, kMaxTasksPerThread}), Error);
+  EXPECT_THROW(TaskPool(TaskPoolOptions{1024, 4}), Error);
+}
+
+TEST(TaskPool, ManyTasksEachCompleteAfterManySwitches) {
+  TaskPool pool(TaskPoolOptions{32 * 1024, 200});
+  uint64_t sum = 0;
+  for (int t = 0; t < 200; ++t) {
+    pool.spawn([&] {
+      for (int i = 0; i < 100; ++i) {
+        ++sum;
+        this_task::yield();
+      }
+    });
+  }
+  pool.run();
+  EXPECT_EQ(sum, 200u * 100u);
+}
+
+// Deep recursion on purpose: the guard page must turn the overflow into a
+// message naming it.
+int Recurse(int depth) {
+  volatile char frame[512];
+  frame[0] = static_cast<char>(depth);
+  return depth > 1000000 ? frame[0] : Recurse(depth + 1) + frame[0];
+}
+
+TEST(TaskPoolDeathTest, StackOverflowIsNamed) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        TaskPool pool(TaskPoolOptions{16 * 1024, 1});
+        pool.spawn([] { Recurse(0); });
+        pool.run();
+      },
+      "coroutine stack overflow");
+}
+
+TEST(ThreadId, DenseAndReleasedWhenThreadsExit) {
+  const int mine = ThreadId();
+  EXPECT_EQ(ThreadId(), mine);  // stable
+  int first = -1;
+  std::thread([&] { first = ThreadId(); }).join();
+  EXPECT_NE(first, mine);
+  int second = -1;
+  std::thread([&] { second = ThreadId(); }).join();
+  EXPECT_EQ(second, first);  // the exited thread's id is reused
+}
+
+TEST(ThreadId, MoreThanTheLimitIsAClearError) {
+  // Hold ids in many threads at once until one is refused.
+  std::vector<std::thread> threads;
+  std::atomic<bool> release{false};
+  std::atomic<int> refused{0};
+  std::atomic<int> started{0};
+  std::string message;
+  std::mutex mutex;
+  for (int i = 0; i < kMaxThreads + 4; ++i) {
+    threads.emplace_back([&] {
+      try {
+        ThreadId();
+      } catch (const Error& e) {
+        std::lock_guard<std::mutex> lock(mutex);
+        message = e.what();
+        refused.fetch_add(1);
+      }
+      started.fetch_add(1);
+      while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  }
+  while (started.load() < kMaxThreads + 4) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  release.store(true);
+  for (auto& t : threads) t.join();
+  EXPECT_GE(refused.load(), 4);
+  EXPECT_NE(message.find("more than 256 threads"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace smart

@@ -142,7 +142,7 @@ void SendAll(int fd, const char* p, size_t n, const std::string& peer) {
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       throw Error("connection to " + peer + " failed while sending: " +
-                  (errno == EAGAIN ? std::string("timed out") : strerror(errno)));
+                  (errno == EAGAIN ? std::string("timed out (connect_timeout_ms in smart_config.json)") : strerror(errno)));
     }
     p += w;
     n -= static_cast<size_t>(w);
@@ -156,7 +156,7 @@ void RecvAll(int fd, char* p, size_t n, const std::string& peer) {
     if (r == 0) throw Error("connection to " + peer + " closed by the peer during the handshake");
     if (r < 0) {
       throw Error("connection to " + peer + " failed while receiving: " +
-                  (errno == EAGAIN ? std::string("no answer in time") : strerror(errno)));
+                  (errno == EAGAIN ? std::string("timed out waiting for an answer (connect_timeout_ms in smart_config.json)") : strerror(errno)));
     }
     p += r;
     n -= static_cast<size_t>(r);

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# test_rdma as two processes, memory blade and client, for every operation
+# type: each run must print the upstream result line with a non-zero rate and
+# append its CSV line.
+source "$(dirname "$0")/lib.sh"
+start_blade "$SMART_BIN/test_rdma" --config "$(test_rdma_config 64)"
+config="$WORK_DIR/client.json"
+sed -e 's/"servers": \[\]/"servers": ["127.0.0.1"]/' -e "s/\"port\": 0/\"port\": $BLADE_PORT/" \
+  -e "s|\"dump_file_path\": \"\"|\"dump_file_path\": \"$WORK_DIR/out.csv\"|" \
+  "$(test_rdma_config 64)" >"$config"
+for type in read write cas faa; do
+  out=$("$SMART_BIN/test_rdma" --config "$config" --type $type --duration ${TEST_RDMA_SECONDS:-0.5} 2 4) ||
+    fail "test_rdma $type"
+  echo "$out"
+  [[ $out =~ ^rdma-$type:\ \#threads=2,\ \#depth=4,\ \#block_size=8,\ BW=[0-9.]+\ MB/s,\ IOPS=([0-9.]+)\ M/s ]] ||
+    fail "unexpected result line for $type"
+  python3 -c "import sys; sys.exit(0 if float('${BASH_REMATCH[1]}') > 0 else 1)" || fail "$type made no progress"
+done
+lines=$(wc -l <"$WORK_DIR/out.csv")
+((lines == 4)) || fail "expected 4 CSV lines, found $lines"
+pass "test_rdma read, write, cas and faa across two processes"

@@ -83,12 +83,13 @@ PY
 start_blade() {
   local n=${#BLADE_PIDS[@]}
   local log="$WORK_DIR/blade$n.log"
+  : >"$log"
   "$@" >"$log" 2>&1 &
   local pid=$!
   BLADE_PIDS+=("$pid")
   local waited=0 port=""
   while ((waited < BLADE_START_TIMEOUT * 10)); do
-    port=$(sed -n 's/.*listening on port \([0-9][0-9]*\).*/\1/p' "$log" | head -n 1)
+    port=$(sed -n 's/.*listening on port \([0-9][0-9]*\).*/\1/p' "$log" | head -n 1 || true)
     [[ -n $port ]] && break
     kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; fail "memory blade '$*' exited before listening"; }
     sleep 0.1

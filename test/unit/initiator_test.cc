@@ -277,7 +277,7 @@ TEST(InitiatorConnect, SilentPeerTimesOut) {
     initiator.connect(0, "127.0.0.1", port, 1);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("no answer in time"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("timed out waiting for an answer"), std::string::npos) << e.what();
   }
   close(fd);
 }

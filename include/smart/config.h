@@ -132,6 +132,30 @@ struct TestRdmaConfig {
   static TestRdmaConfig Parse(const std::string& text, const std::string& source);
 };
 
+// datastructure.json: the hash table and B+tree benches (upstream keys).
+struct DataStructureConfig {
+  std::string source;
+  int nr_threads = 1;        // overridden by the bench's NR_THREAD
+  int tasks_per_thread = 1;  // overridden by NR_CORO
+  std::string dataset = "ycsb-a";
+  std::string dump_file_path = "datastructure.csv";
+  bool insert_before_execution = true;
+  uint64_t max_key = 1000000;  // keys 0 .. max_key-1
+  int key_length = 8;          // bytes of the formatted key
+  int value_length = 8;        // bytes of a value
+  bool rehash_key = false;     // permute key ids before formatting
+  double duration = 15;        // seconds measured
+  double zipfian_const = 0.99;
+  std::vector<ServerAddress> memory_servers;  // empty: embedded memory blade
+
+  // APP_CONFIG_PATH, then the default search; env DATASET_PATH,
+  // DUMP_FILE_PATH, ZIPFIAN_CONST (percent), MEMORY_NODES (use the first k
+  // servers) override. Throws smart::Error.
+  static DataStructureConfig Load(const std::string& explicit_path = "");
+  static DataStructureConfig Parse(const std::string& text, const std::string& source);
+  void ApplyEnvironment();
+};
+
 // Resolves a config file name: `env_var` if set, else config/<name> searched
 // relative to the working directory and the executable. Throws if none exists.
 std::string FindConfigFile(const std::string& name, const char* env_var);

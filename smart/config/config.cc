@@ -339,4 +339,105 @@ TestRdmaConfig TestRdmaConfig::Load(const std::string& explicit_path) {
   return c;
 }
 
+// ---------------------------------------------------------------------------
+// datastructure.json
+
+namespace {
+
+const std::vector<std::string> kDatasets = {"ycsb-a", "ycsb-b", "ycsb-c", "ycsb-d", "ycsb-e",
+                                            "ycsb-f", "update-only", "read-only"};
+
+void CheckDataset(const std::string& dataset, const std::string& where) {
+  for (const std::string& d : kDatasets) {
+    if (d == dataset) return;
+  }
+  std::string all;
+  for (const std::string& d : kDatasets) all += (all.empty() ? "" : ", ") + d;
+  throw Error(where + ": unknown workload \"" + dataset + "\"; expected one of " + all);
+}
+
+}  // namespace
+
+DataStructureConfig DataStructureConfig::Parse(const std::string& text, const std::string& source) {
+  const nlohmann::json root = ParseJsonText(text, source);
+  ConfigReader r(root, source);
+  DataStructureConfig c;
+  c.source = source;
+  r.get_int("nr_threads", &c.nr_threads, false, 1, kMaxThreads - 2);
+  r.get_int("tasks_per_thread", &c.tasks_per_thread, false, 1, kMaxTasksPerThread - 1);
+  int dataset = 0;
+  r.get_choice("dataset", &dataset, true, kDatasets);
+  c.dataset = kDatasets[dataset];
+  r.get_string("dump_file_path", &c.dump_file_path, true);
+  // Upstream reads these and never uses them.
+  r.ignore("nic_numa_node");
+  r.ignore("cpu_nodes");
+  r.ignore("cores_per_cpu");
+  r.get_bool("insert_before_execution", &c.insert_before_execution, true);
+  r.get_uint64("max_key", &c.max_key, true, 1, uint64_t{1} << 40);
+  r.get_int("key_length", &c.key_length, true, 1, 255);
+  r.get_int("value_length", &c.value_length, true, 1, 3072);
+  r.get_bool("rehash_key", &c.rehash_key, false);
+  r.get_double("duration", &c.duration, true, 0.01, 86400);
+  r.get_double("zipfian_const", &c.zipfian_const, true, 0, 0.9999);
+  if (const nlohmann::json* servers =
+          r.get("memory_servers", true, "an array of {\"hostname\": string, \"port\": integer} objects")) {
+    const char* expectation = "an array of {\"hostname\": string, \"port\": integer} objects";
+    if (!servers->is_array()) r.fail("memory_servers", expectation, servers);
+    for (const nlohmann::json& s : *servers) {
+      if (!s.is_object() || s.size() != 2 || !s.contains("hostname") || !s.contains("port") ||
+          !s["hostname"].is_string() || s["hostname"].get<std::string>().empty() || !s["port"].is_number_integer() ||
+          s["port"].get<long>() < 1 || s["port"].get<long>() > 65535) {
+        r.fail("memory_servers", expectation, &s);
+      }
+      c.memory_servers.push_back(ServerAddress{s["hostname"].get<std::string>(), static_cast<int>(s["port"].get<long>())});
+    }
+    if (c.memory_servers.size() > static_cast<size_t>(kMaxNodes)) {
+      r.fail("memory_servers", "at most " + std::to_string(kMaxNodes) + " servers", servers);
+    }
+  }
+  r.check_unknown();
+  // A formatted key must tell every key id apart.
+  long double room = 1;
+  for (int i = 0; i < c.key_length && room <= 1e20L; ++i) room *= 10;
+  if (room < static_cast<long double>(c.max_key)) {
+    r.fail("key_length", "enough decimal digits for max_key (" + std::to_string(c.max_key) + " keys)",
+           r.get("key_length", true, ""));
+  }
+  return c;
+}
+
+void DataStructureConfig::ApplyEnvironment() {
+  std::string value;
+  if (GetEnv("DATASET_PATH", &value)) {
+    CheckDataset(value, "DATASET_PATH");
+    dataset = value;
+  }
+  if (GetEnv("DUMP_FILE_PATH", &value)) dump_file_path = value;
+  if (GetEnv("ZIPFIAN_CONST", &value)) {
+    char* end = nullptr;
+    const long percent = std::strtol(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || percent < 0 || percent > 99) {
+      throw Error("ZIPFIAN_CONST: expected an integer percentage 0..99, found \"" + value + "\"");
+    }
+    zipfian_const = static_cast<double>(percent) / 100.0;
+  }
+  if (GetEnv("MEMORY_NODES", &value)) {
+    char* end = nullptr;
+    const long k = std::strtol(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || k < 1) {
+      throw Error("MEMORY_NODES: expected a positive integer, found \"" + value + "\"");
+    }
+    if (static_cast<size_t>(k) < memory_servers.size()) memory_servers.resize(static_cast<size_t>(k));
+  }
+}
+
+DataStructureConfig DataStructureConfig::Load(const std::string& explicit_path) {
+  const std::string path =
+      explicit_path.empty() ? FindConfigFile("datastructure.json", "APP_CONFIG_PATH") : explicit_path;
+  DataStructureConfig c = Parse(ReadTextFile(path, "data structure config file"), path);
+  c.ApplyEnvironment();
+  return c;
+}
+
 }  // namespace smart

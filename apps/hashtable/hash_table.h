@@ -1,0 +1,112 @@
+// SMART-HT: a RACE-style hash table on disaggregated memory, reached only
+// through one-sided verbs of an Initiator. One shard per memory blade.
+//
+// Semantics (each operation is linearizable per key):
+//   search  returns the value, or kNotFound.
+//   insert  is an upsert: when the key exists its value is replaced (as by
+//           update), otherwise the key is added. Concurrent inserts of one key
+//           all succeed and leave exactly one copy, holding one of their
+//           values. Deterministic: after insert(k, v) returns, with no
+//           concurrent writer of k, search(k) returns v.
+//   update  replaces the value of an existing key, or returns kNotFound.
+//   read_modify_write  update with a value computed from the current one.
+//   remove  deletes the key, or returns kNotFound.
+//
+// Threads and tasks: any number of threads (each with its own queue pairs
+// on the Initiator) and tasks per thread may call in at once. Data-path calls
+// return Status and never throw.
+//
+// Memory: replaced and deleted blocks are retired with a grace period and
+// reused by the thread that retired them (see DESIGN in hash_table.cc).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "smart/config.h"
+#include "smart/initiator.h"
+#include "smart/status.h"
+
+namespace smart::hashtable {
+
+struct TableOptions {
+  // Keys the table is sized for when this client builds it (split evenly
+  // over the shards). A table grows past it by splitting subtables.
+  uint64_t expected_keys = 1000000;
+  bool speculative_lookup = false;
+  // Entries of each thread's speculative-lookup cache (power of two).
+  size_t speculative_cache_entries = size_t{1} << 18;
+  // A retired block is reused only after this long.
+  uint64_t reclaim_grace_ns = 20000000;
+};
+
+// Counters of one thread, summed by HashTable::stats().
+struct TableStats {
+  uint64_t torn_reads = 0;         // blocks that failed their checksum and were re-read
+  uint64_t stale_directory = 0;    // directory refreshes after a stale bucket header
+  uint64_t cas_failures = 0;       // slot CASes that lost a race
+  uint64_t splits = 0;             // subtables this client split
+  uint64_t speculative_hits = 0;   // lookups answered by the cached slot
+  uint64_t speculative_misses = 0; // cached slots that had changed
+  uint64_t blocks_retired = 0;
+  uint64_t blocks_reused = 0;
+  uint64_t remote_bytes_allocated = 0;  // block memory taken from the blades
+};
+
+class HashTable {
+ public:
+  // Opens the table on memory nodes 0 .. shards-1 of `initiator` (already
+  // connected), building it on any shard where root entry 0 is empty. Call
+  // outside a task. Throws smart::Error.
+  HashTable(Initiator& initiator, const SmartConfig& config, int shards, const TableOptions& options);
+  ~HashTable();
+  HashTable(const HashTable&) = delete;
+  HashTable& operator=(const HashTable&) = delete;
+
+  Status search(std::string_view key, std::string* value);
+  Status insert(std::string_view key, std::string_view value);
+  Status update(std::string_view key, std::string_view value);
+  Status read_modify_write(std::string_view key, const std::function<void(std::string*)>& modify);
+  Status remove(std::string_view key);
+
+  int shards() const { return static_cast<int>(shards_.size()); }
+  // "HashTable" or "HashTableMultiShard", as in the bench output.
+  const char* name() const { return shards_.size() > 1 ? "HashTableMultiShard" : "HashTable"; }
+  TableStats stats() const;
+  // Conflict-avoidance retries of the calling thread and of all threads.
+  uint64_t total_retries() const;
+
+  // --- Inspection, for tests and tools (not on the data path). ---
+  // Copies of `key` in its candidate buckets (each read and checked).
+  Status count_copies(std::string_view key, int* copies);
+  struct Location {
+    GlobalAddress slot;
+    uint64_t slot_value = 0;
+    GlobalAddress block;
+    size_t block_length = 0;
+  };
+  Status locate(std::string_view key, Location* location);
+  // Slots in all subtables of `shard` and the directory's global depth.
+  Status capacity(int shard, uint64_t* slots, int* global_depth);
+
+  struct Shard;
+  struct ThreadContext;
+
+ private:
+  ThreadContext& context();
+
+  Initiator& initiator_;
+  SmartConfig config_;
+  TableOptions options_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::mutex contexts_mutex_;
+  std::unique_ptr<ThreadContext> contexts_[kMaxThreads];
+};
+
+}  // namespace smart::hashtable

@@ -1,0 +1,142 @@
+#include "layout.h"
+
+#include <nmmintrin.h>
+
+#include "smart/common.h"
+
+namespace smart::hashtable {
+
+namespace {
+
+// Table-driven CRC-32C for machines without SSE4.2.
+struct Crc32cTable {
+  uint32_t t[256];
+  Crc32cTable() {
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+      t[i] = c;
+    }
+  }
+};
+
+uint32_t Crc32cPortable(const void* data, size_t length) {
+  static const Crc32cTable table;
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint32_t c = ~0u;
+  for (size_t i = 0; i < length; ++i) c = table.t[(c ^ p[i]) & 0xff] ^ (c >> 8);
+  return ~c;
+}
+
+__attribute__((target("sse4.2"))) uint32_t Crc32cHardware(const void* data, size_t length) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint64_t c = ~0u;
+  size_t i = 0;
+  for (; i + 8 <= length; i += 8) {
+    uint64_t word;
+    memcpy(&word, p + i, 8);
+    c = _mm_crc32_u64(c, word);
+  }
+  uint32_t c32 = static_cast<uint32_t>(c);
+  for (; i < length; ++i) c32 = _mm_crc32_u8(c32, p[i]);
+  return ~c32;
+}
+
+const bool kHaveSse42 = __builtin_cpu_supports("sse4.2");
+
+inline uint64_t Mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
+}
+
+constexpr uint64_t kSeedPrimary = 0x243f6a8885a308d3ull;
+constexpr uint64_t kSeedSecondary = 0x13198a2e03707344ull;
+constexpr uint64_t kSeedShard = 0xa4093822299f31d0ull;
+
+}  // namespace
+
+uint32_t Crc32c(const void* data, size_t length) {
+  return kHaveSse42 ? Crc32cHardware(data, length) : Crc32cPortable(data, length);
+}
+
+void EncodeBlock(std::string_view key, std::string_view value, uint8_t tag, size_t units, char* out) {
+  const size_t length = units * kBlockUnit;
+  BlockHeader h;
+  h.key_length = static_cast<uint16_t>(key.size());
+  h.tag = tag;
+  h.reserved = 0;
+  h.value_length = static_cast<uint32_t>(value.size());
+  memcpy(out, &h, sizeof(h));
+  memcpy(out + sizeof(h), key.data(), key.size());
+  memcpy(out + sizeof(h) + key.size(), value.data(), value.size());
+  const size_t used = sizeof(h) + key.size() + value.size();
+  memset(out + used, 0, length - used - kBlockTrailer);
+  const uint32_t crc = Crc32c(out, length - kBlockTrailer);
+  memcpy(out + length - kBlockTrailer, &crc, kBlockTrailer);
+}
+
+BlockCheck CheckBlock(const char* block, size_t length, uint8_t expected_tag) {
+  uint32_t stored;
+  memcpy(&stored, block + length - kBlockTrailer, kBlockTrailer);
+  if (Crc32c(block, length - kBlockTrailer) != stored) return BlockCheck::kTorn;
+  const auto* h = reinterpret_cast<const BlockHeader*>(block);
+  if (sizeof(BlockHeader) + h->key_length + h->value_length + kBlockTrailer > length) return BlockCheck::kTorn;
+  if ((h->tag & 0xf) != expected_tag) return BlockCheck::kWrongTag;
+  return BlockCheck::kValid;
+}
+
+uint64_t HashBytes(const void* data, size_t length, uint64_t seed) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint64_t h = seed ^ (length * 0x9e3779b97f4a7c15ull);
+  size_t i = 0;
+  for (; i + 8 <= length; i += 8) {
+    uint64_t word;
+    memcpy(&word, p + i, 8);
+    h = Mix(h ^ word) + 0x9e3779b97f4a7c15ull;
+  }
+  if (i < length) {
+    uint64_t word = 0;
+    memcpy(&word, p + i, length - i);
+    h = Mix(h ^ word ^ (uint64_t{0xff} << 56)) + 0x9e3779b97f4a7c15ull;
+  }
+  return Mix(h);
+}
+
+KeyHash HashKey(std::string_view key) {
+  return KeyHash{HashBytes(key.data(), key.size(), kSeedPrimary), HashBytes(key.data(), key.size(), kSeedSecondary)};
+}
+
+int ShardOf(std::string_view key, int shards) {
+  if (shards <= 1) return 0;
+  const uint64_t h = HashBytes(key.data(), key.size(), kSeedShard);
+  return static_cast<int>(((h >> 32) * static_cast<uint64_t>(shards)) >> 32);
+}
+
+void BucketIndices(const KeyHash& hash, uint64_t groups, uint64_t* first, uint64_t* second) {
+  *first = BucketIndex(hash.primary, groups);
+  *second = BucketIndex(hash.secondary, groups);
+  // Same index: take the neighbour (the other main bucket of the group,
+  // or the next group's), so a key always has two distinct main buckets.
+  if (*second == *first) *second = (*first + 1) % (2 * groups);
+}
+
+uint64_t Geometry::subtable_bytes() const {
+  return (groups * kGroupSize + kChunkSize - 1) / kChunkSize * kChunkSize;
+}
+
+Geometry GeometryFor(uint64_t keys) {
+  if (keys == 0) keys = 1;
+  const uint64_t slots = keys + keys / 3;
+  const uint64_t groups = (slots + kSlotsPerGroup - 1) / kSlotsPerGroup;
+  Geometry g{0, 0};
+  while ((groups >> g.depth) > kMaxGroupsPerSubtable && g.depth < kMaxInitialDepth) ++g.depth;
+  g.groups = (groups + (uint64_t{1} << g.depth) - 1) >> g.depth;
+  if (g.groups < kMinGroupsPerSubtable) g.groups = kMinGroupsPerSubtable;
+  return g;
+}
+
+}  // namespace smart::hashtable

@@ -1,0 +1,202 @@
+// SMART-HT on-wire layout: the words and blocks a client reads and writes on
+// a memory blade. Everything here is plain data and pure functions, so the
+// unit tests cover it without a memory blade.
+//
+// Per shard (one memory blade), reached through root entry kRootEntryIndex:
+//
+//   Directory   header word (global depth, resize lock), geometry words, then
+//               1 << kMaxGlobalDepth entries (subtable offset | local depth).
+//   Subtable    groups_per_subtable groups of three 64-byte buckets:
+//               [main bucket of even indices][shared overflow][main of odd].
+//               A key's bucket index i (one per hash) reads 128 bytes: for an
+//               even i buckets 0-1 of group i/2 (main, overflow), for an odd
+//               i buckets 1-2 (overflow, main), so all three buckets hold keys.
+//   Bucket      header (local depth, suffix) and 7 slots of 8 bytes.
+//   KV block    written out of place, immutable once published; a slot CAS
+//               publishes it. Trailing CRC-32C detects a torn read.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+namespace smart::hashtable {
+
+constexpr int kRootEntryIndex = 0;
+// Root entry value while the first client builds the table.
+constexpr uint64_t kRootEntryBuilding = 1;
+
+constexpr int kSlotsPerBucket = 7;
+constexpr size_t kBucketSize = 64;
+constexpr int kBucketsPerGroup = 3;
+constexpr size_t kGroupSize = kBucketSize * kBucketsPerGroup;  // 192
+constexpr int kSlotsPerGroup = kSlotsPerBucket * kBucketsPerGroup;
+constexpr size_t kBucketPairSize = 2 * kBucketSize;  // one READ per hash
+
+// Directory: 12 bits of directory hash are kept in every slot, so a split
+// never reads a block to decide where a key goes.
+constexpr int kMaxGlobalDepth = 12;
+constexpr uint64_t kDirectoryLockBit = uint64_t{1} << 63;
+constexpr uint64_t kDirectoryMagic = 0x3130544848434152ull;  // "RACEHT01"
+struct DirectoryHeader {
+  uint64_t depth_word;  // global depth (bits 0-7) | kDirectoryLockBit while resizing
+  uint64_t groups_per_subtable;
+  uint64_t magic;
+  uint64_t initial_depth;
+};
+static_assert(sizeof(DirectoryHeader) == 32);
+constexpr size_t kDirectoryEntriesOffset = sizeof(DirectoryHeader);
+constexpr size_t kDirectorySize = kDirectoryEntriesOffset + (size_t{8} << kMaxGlobalDepth);
+
+// Directory entry: subtable offset (chunk aligned) | local depth (bits 0-7).
+inline uint64_t EncodeDirEntry(uint64_t subtable_offset, int local_depth) {
+  return subtable_offset | static_cast<uint64_t>(local_depth);
+}
+inline uint64_t DirEntryOffset(uint64_t entry) { return entry & ~uint64_t{0xff}; }
+inline int DirEntryDepth(uint64_t entry) { return static_cast<int>(entry & 0xff); }
+inline uint64_t DepthMask(int depth) { return (uint64_t{1} << depth) - 1; }
+
+// Bucket header: the subtable's local depth and suffix, as written by the
+// last split. A client whose key does not match them used a stale directory.
+struct BucketHeader {
+  uint32_t local_depth;
+  uint32_t suffix;
+};
+static_assert(sizeof(BucketHeader) == 8);
+inline uint64_t EncodeBucketHeader(int local_depth, uint64_t suffix) {
+  return static_cast<uint64_t>(local_depth) | (suffix << 32);
+}
+inline int HeaderDepth(uint64_t header) { return static_cast<int>(header & 0xffffffffu); }
+inline uint64_t HeaderSuffix(uint64_t header) { return header >> 32; }
+// True when a key with these directory bits belongs to the bucket's subtable.
+inline bool HeaderAccepts(uint64_t header, uint64_t dir_bits) {
+  return (dir_bits & DepthMask(HeaderDepth(header))) == HeaderSuffix(header);
+}
+
+// Slot word (0 is never a valid value after a table is built):
+//   bits  0-7   fingerprint
+//   bits  8-13  block length in 64-byte units (1..63); for an empty slot the
+//               local depth of its subtable, so an insert that read the slot
+//               before a split cannot land in it after the split
+//   bits 14-17  block tag: bumped each time the block is reused, so a reader
+//               holding an old slot value notices a recycled block
+//   bit  18     frozen: a split is moving the bucket; writers wait
+//   bits 19-30  directory hash bits of the key (kMaxGlobalDepth of them)
+//   bit  31     parity of the subtable's local depth when the slot was
+//               written: a split rewrites every slot it keeps, so a writer
+//               that read the slot before the split fails its CAS after it
+//   bits 32-63  block offset / 64 on the shard's memory blade (256 GiB)
+constexpr size_t kBlockUnit = 64;
+constexpr int kMaxBlockUnits = 63;
+constexpr uint64_t kMaxBlockOffset = (uint64_t{1} << 32) * kBlockUnit;
+constexpr int kTagBits = 4;
+constexpr uint64_t kFrozenBit = uint64_t{1} << 18;
+constexpr uint64_t kParityBit = uint64_t{1} << 31;
+
+struct SlotFields {
+  uint8_t fingerprint = 0;
+  uint8_t units = 0;  // block length / 64
+  uint8_t tag = 0;
+  uint16_t dir_bits = 0;
+  bool parity = false;
+  uint64_t block_offset = 0;  // bytes, 64-aligned
+};
+
+inline uint64_t EncodeSlot(const SlotFields& f) {
+  return uint64_t{f.fingerprint} | (uint64_t{f.units} & 0x3f) << 8 | (uint64_t{f.tag} & 0xf) << 14 |
+         (uint64_t{f.dir_bits} & 0xfff) << 19 | uint64_t{f.parity} << 31 | (f.block_offset / kBlockUnit) << 32;
+}
+inline SlotFields DecodeSlot(uint64_t slot) {
+  SlotFields f;
+  f.fingerprint = static_cast<uint8_t>(slot);
+  f.units = static_cast<uint8_t>((slot >> 8) & 0x3f);
+  f.tag = static_cast<uint8_t>((slot >> 14) & 0xf);
+  f.dir_bits = static_cast<uint16_t>((slot >> 19) & 0xfff);
+  f.parity = (slot & kParityBit) != 0;
+  f.block_offset = (slot >> 32) * kBlockUnit;
+  return f;
+}
+inline bool SlotEmpty(uint64_t slot) { return (slot >> 32) == 0; }
+inline bool SlotFrozen(uint64_t slot) { return (slot & kFrozenBit) != 0; }
+inline uint64_t SlotUnfrozen(uint64_t slot) { return slot & ~kFrozenBit; }
+inline uint8_t SlotFingerprint(uint64_t slot) { return static_cast<uint8_t>(slot); }
+inline uint64_t SlotBlockOffset(uint64_t slot) { return (slot >> 32) * kBlockUnit; }
+inline size_t SlotBlockLength(uint64_t slot) { return ((slot >> 8) & 0x3f) * kBlockUnit; }
+inline uint8_t SlotTag(uint64_t slot) { return static_cast<uint8_t>((slot >> 14) & 0xf); }
+inline uint64_t SlotDirBits(uint64_t slot) { return (slot >> 19) & 0xfff; }
+// `slot` (non-empty) as written into a subtable of local depth `depth`.
+inline uint64_t SlotWithParity(uint64_t slot, int depth) {
+  return (depth & 1) ? (slot | kParityBit) : (slot & ~kParityBit);
+}
+inline uint64_t EmptySlot(int local_depth) { return static_cast<uint64_t>(local_depth & 0x3f) << 8; }
+
+// KV block: header, key, value, zero padding, CRC-32C of everything before
+// the last 4 bytes. The tag repeats the slot's tag.
+struct BlockHeader {
+  uint16_t key_length;
+  uint8_t tag;
+  uint8_t reserved;
+  uint32_t value_length;
+};
+static_assert(sizeof(BlockHeader) == 8);
+constexpr size_t kBlockTrailer = 4;
+
+inline size_t BlockUnits(size_t key_length, size_t value_length) {
+  return (sizeof(BlockHeader) + key_length + value_length + kBlockTrailer + kBlockUnit - 1) / kBlockUnit;
+}
+constexpr size_t kMaxKeyLength = 1024;
+
+uint32_t Crc32c(const void* data, size_t length);
+
+// Fills `out` (units * 64 bytes) with a block. Precondition: the key and
+// value fit in `units` units.
+void EncodeBlock(std::string_view key, std::string_view value, uint8_t tag, size_t units, char* out);
+
+enum class BlockCheck { kValid, kTorn, kWrongTag };
+// Checks a block read for a slot: CRC first (a torn or recycled-while-read
+// block), then the tag (a block reused since the slot was read).
+BlockCheck CheckBlock(const char* block, size_t length, uint8_t expected_tag);
+inline std::string_view BlockKey(const char* block) {
+  const auto* h = reinterpret_cast<const BlockHeader*>(block);
+  return {block + sizeof(BlockHeader), h->key_length};
+}
+inline std::string_view BlockValue(const char* block) {
+  const auto* h = reinterpret_cast<const BlockHeader*>(block);
+  return {block + sizeof(BlockHeader) + h->key_length, h->value_length};
+}
+
+// The hashes of a key: directory bits, fingerprint, two bucket indices in
+// [0, 2 * groups_per_subtable), and the shard, from independent seeds.
+struct KeyHash {
+  uint64_t primary;    // dir bits (0-11), fingerprint (13-20), bucket 0 (32-63)
+  uint64_t secondary;  // bucket 1 (32-63)
+  uint64_t dir_bits() const { return primary & 0xfff; }
+  uint8_t fingerprint() const { return static_cast<uint8_t>(primary >> 13); }
+};
+uint64_t HashBytes(const void* data, size_t length, uint64_t seed);
+KeyHash HashKey(std::string_view key);
+int ShardOf(std::string_view key, int shards);
+// Bucket index for hash word `h` in a subtable of `groups` groups.
+inline uint64_t BucketIndex(uint64_t h, uint64_t groups) { return ((h >> 32) * (2 * groups)) >> 32; }
+// The two bucket indices of a key; never equal.
+void BucketIndices(const KeyHash& hash, uint64_t groups, uint64_t* first, uint64_t* second);
+// Byte offset, inside the subtable, of the 128-byte pair read for index i.
+inline uint64_t BucketPairOffset(uint64_t index) { return (index >> 1) * kGroupSize + (index & 1) * kBucketSize; }
+// Within the pair read for index i: which of the two buckets is the main one.
+inline int MainBucketInPair(uint64_t index) { return static_cast<int>(index & 1); }
+
+// Initial geometry for a table expected to hold `keys` keys: 2^depth
+// subtables of `groups` groups, about 75% full at `keys`.
+struct Geometry {
+  int depth;
+  uint64_t groups;
+  uint64_t subtable_bytes() const;
+  uint64_t capacity_slots() const { return (uint64_t{1} << depth) * groups * kSlotsPerGroup; }
+};
+constexpr uint64_t kMaxGroupsPerSubtable = 16384;
+constexpr uint64_t kMinGroupsPerSubtable = 8;
+constexpr int kMaxInitialDepth = 10;
+Geometry GeometryFor(uint64_t keys);
+
+}  // namespace smart::hashtable

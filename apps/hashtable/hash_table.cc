@@ -97,6 +97,7 @@ struct BlockPool {
   std::deque<Retired> limbo;
   uint64_t arena_next = 0;
   uint64_t arena_end = 0;
+  bool arena_refilling = false;
 };
 
 struct TaskBuffers {
@@ -361,9 +362,16 @@ class Ops {
       return Status::OK();
     }
     const uint64_t bytes = units * kBlockUnit;
-    if (p.arena_next + bytes > p.arena_end) {
+    while (p.arena_next + bytes > p.arena_end) {
+      // One task of the thread refills the arena; the others wait for it.
+      if (p.arena_refilling) {
+        this_task::yield();
+        continue;
+      }
       GlobalAddress arena;
+      p.arena_refilling = true;
       Status s = in_.alloc_memory(sh.node, kArenaBytes, &arena);
+      p.arena_refilling = false;
       if (!s.ok()) return s;
       if (arena.offset + kArenaBytes > kMaxBlockOffset) {
         return Status::OutOfMemory("hash table: block memory beyond 256 GiB of a memory blade is not addressable");

@@ -1,0 +1,360 @@
+// hashtable_check: driver of the SMART-HT integration tests. Each command
+// connects to the memory blades given with --server (one shard each), runs
+// threads x coroutines against the table, checks what it saw and exits
+// non-zero with a message on the first violation.
+//
+// Values written here have the form "w<writer>:<key>:<seq>", so a reader can
+// tell who wrote a value, for which key, and in which round.
+#include <CLI/CLI.hpp>
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+#include <mutex>
+
+#include "hash_table.h"
+#include "layout.h"
+#include "smart/bench.h"
+#include "smart/initiator.h"
+#include "smart/logging.h"
+#include "smart/task.h"
+
+namespace {
+
+using namespace smart;
+using hashtable::HashTable;
+
+struct Options {
+  std::vector<std::string> servers;
+  int threads = 2;
+  int coros = 4;
+  uint64_t expected_keys = 10000;
+  uint64_t from = 0, to = 0;
+  int writer = 0;
+  int writers = 1;
+  int rounds = 1;
+  double duration = 1;
+  bool absent = false;
+  bool allow_missing = false;
+  uint64_t min_slots = 0;
+};
+
+std::string Key(uint64_t id) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), "key%012" PRIu64, id);
+  return buf;
+}
+
+std::string Value(int writer, uint64_t id, uint64_t seq) {
+  return "w" + std::to_string(writer) + ":" + std::to_string(id) + ":" + std::to_string(seq);
+}
+
+// Parses "w<writer>:<key>:<seq>"; false when malformed.
+bool ParseValue(const std::string& v, int* writer, uint64_t* id, uint64_t* seq) {
+  unsigned long long k, s;
+  int w;
+  char tail;
+  if (sscanf(v.c_str(), "w%d:%llu:%llu%c", &w, &k, &s, &tail) != 3) return false;
+  *writer = w;
+  *id = k;
+  *seq = s;
+  return true;
+}
+
+class Checker {
+ public:
+  explicit Checker(const Options& o) : o_(o) {}
+
+  void open() {
+    config_ = SmartConfig::Load();
+    initiator_ = std::make_unique<Initiator>(config_);
+    for (size_t i = 0; i < o_.servers.size(); ++i) {
+      const std::string& s = o_.servers[i];
+      const size_t colon = s.rfind(':');
+      if (colon == std::string::npos) throw Error("--server expects host:port, got \"" + s + "\"");
+      initiator_->connect(static_cast<node_t>(i), s.substr(0, colon), std::stoi(s.substr(colon + 1)), o_.threads + 1);
+    }
+    hashtable::TableOptions options;
+    options.expected_keys = o_.expected_keys;
+    options.speculative_lookup = config_.use_speculative_lookup;
+    // A short grace period makes block reuse (and its checks) frequent.
+    options.reclaim_grace_ns = 1000000;
+    table_ = std::make_unique<HashTable>(*initiator_, config_, static_cast<int>(o_.servers.size()), options);
+  }
+
+  HashTable& table() { return *table_; }
+  Initiator& initiator() { return *initiator_; }
+
+  // Runs fn(worker, first key, step) on threads x coroutines; the keys of
+  // [from, to) are split among the workers by stride.
+  void run(const std::function<void(int worker, uint64_t first, uint64_t step)>& fn) {
+    const uint64_t workers = static_cast<uint64_t>(o_.threads) * static_cast<uint64_t>(o_.coros);
+    RunThreads(o_.threads, false, [&](int t) {
+      TaskPool pool(TaskPoolOptions{128 * 1024, o_.coros});
+      for (int k = 0; k < o_.coros; ++k) {
+        const int worker = t * o_.coros + k;
+        pool.spawn([&, worker] { fn(worker, o_.from + static_cast<uint64_t>(worker), workers); });
+      }
+      pool.run();
+    });
+  }
+
+  void fail(const std::string& message) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (error_.empty()) error_ = message;
+  }
+  bool failed() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return !error_.empty();
+  }
+  int finish(const std::string& what) {
+    if (!error_.empty()) {
+      fprintf(stderr, "hashtable_check %s: FAILED: %s\n", what.c_str(), error_.c_str());
+      return 1;
+    }
+    const hashtable::TableStats s = table_->stats();
+    printf("hashtable_check %s: ok (torn reads %" PRIu64 ", stale directory %" PRIu64 ", CAS failures %" PRIu64
+           ", splits %" PRIu64 ", retired %" PRIu64 ", reused %" PRIu64 ")\n",
+           what.c_str(), s.torn_reads, s.stale_directory, s.cas_failures, s.splits, s.blocks_retired, s.blocks_reused);
+    return 0;
+  }
+
+ private:
+  const Options& o_;
+  SmartConfig config_;
+  std::unique_ptr<Initiator> initiator_;
+  std::unique_ptr<HashTable> table_;
+  std::mutex mutex_;
+  std::string error_;
+};
+
+int Insert(Checker& c, const Options& o) {
+  c.run([&](int, uint64_t first, uint64_t step) {
+    for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
+      Status s = c.table().insert(Key(id), Value(o.writer, id, 0));
+      if (!s.ok()) c.fail("insert " + Key(id) + ": " + s.ToString());
+    }
+  });
+  return c.finish("insert");
+}
+
+// Every round writes seq = round to each key of the worker, in order.
+int Update(Checker& c, const Options& o) {
+  c.run([&](int, uint64_t first, uint64_t step) {
+    for (int round = 1; round <= o.rounds && !c.failed(); ++round) {
+      for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
+        Status s = c.table().update(Key(id), Value(o.writer, id, static_cast<uint64_t>(round)));
+        if (!s.ok() && !(o.allow_missing && s.code() == Status::Code::kNotFound)) {
+          c.fail("update " + Key(id) + ": " + s.ToString());
+        }
+      }
+    }
+  });
+  return c.finish("update");
+}
+
+int Delete(Checker& c, const Options& o) {
+  c.run([&](int, uint64_t first, uint64_t step) {
+    for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
+      Status s = c.table().remove(Key(id));
+      if (!s.ok() && !(o.allow_missing && s.code() == Status::Code::kNotFound)) {
+        c.fail("delete " + Key(id) + ": " + s.ToString());
+      }
+    }
+  });
+  return c.finish("delete");
+}
+
+// Checks one value read for key `id`.
+void CheckValue(Checker& c, const Options& o, uint64_t id, const std::string& value, int* writer, uint64_t* seq) {
+  uint64_t key_in_value;
+  if (!ParseValue(value, writer, &key_in_value, seq)) {
+    c.fail(Key(id) + " holds a malformed value \"" + value + "\"");
+  } else if (key_in_value != id) {
+    c.fail(Key(id) + " holds the value of key " + std::to_string(key_in_value));
+  } else if (*writer < 0 || *writer >= o.writers || *seq > static_cast<uint64_t>(o.rounds)) {
+    c.fail(Key(id) + " holds a value nobody wrote: \"" + value + "\"");
+  }
+}
+
+// Present keys: exactly one copy and a well-formed value; --absent: none.
+int Verify(Checker& c, const Options& o) {
+  std::atomic<uint64_t> checked{0};
+  c.run([&](int, uint64_t first, uint64_t step) {
+    std::string value;
+    for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
+      int copies = 0;
+      Status s = c.table().count_copies(Key(id), &copies);
+      if (!s.ok()) {
+        c.fail("count_copies " + Key(id) + ": " + s.ToString());
+        break;
+      }
+      s = c.table().search(Key(id), &value);
+      if (o.absent) {
+        if (copies != 0 || s.ok()) c.fail(Key(id) + " was deleted but is still found (" + std::to_string(copies) + " copies)");
+      } else {
+        if (copies != 1) c.fail(Key(id) + " has " + std::to_string(copies) + " copies, expected exactly 1");
+        if (!s.ok()) {
+          c.fail("search " + Key(id) + ": " + s.ToString());
+        } else {
+          int writer;
+          uint64_t seq;
+          CheckValue(c, o, id, value, &writer, &seq);
+        }
+      }
+      checked.fetch_add(1);
+    }
+  });
+  printf("hashtable_check verify: %" PRIu64 " keys checked (%s)\n", checked.load(), o.absent ? "absent" : "present");
+  return c.finish("verify");
+}
+
+// Readers sweep the keys for `duration` seconds; per key and writer, the
+// sequence number a task sees never goes down.
+int Read(Checker& c, const Options& o) {
+  const uint64_t end = NowNs() + static_cast<uint64_t>(o.duration * 1e9);
+  std::atomic<uint64_t> reads{0};
+  c.run([&](int worker, uint64_t, uint64_t) {
+    std::map<std::pair<uint64_t, int>, uint64_t> last;
+    std::string value;
+    uint64_t id = o.from + static_cast<uint64_t>(worker) * 7;
+    while (NowNs() < end && !c.failed()) {
+      if (id >= o.to) id = o.from + (id - o.to) % (o.to - o.from);
+      Status s = c.table().search(Key(id), &value);
+      if (s.ok()) {
+        int writer;
+        uint64_t seq;
+        CheckValue(c, o, id, value, &writer, &seq);
+        auto& seen = last[{id, writer}];
+        if (seq < seen) {
+          c.fail(Key(id) + ": read seq " + std::to_string(seq) + " of writer " + std::to_string(writer) +
+                 " after seq " + std::to_string(seen));
+        }
+        seen = std::max(seen, seq);
+      } else if (!(o.allow_missing && s.code() == Status::Code::kNotFound)) {
+        c.fail("search " + Key(id) + ": " + s.ToString());
+      }
+      reads.fetch_add(1, std::memory_order_relaxed);
+      id += 13;
+    }
+  });
+  printf("hashtable_check read: %" PRIu64 " reads\n", reads.load());
+  return c.finish("read");
+}
+
+// Prints how many keys of [from, to) are present (never fails on absence).
+int Count(Checker& c, const Options& o) {
+  std::atomic<uint64_t> present{0};
+  c.run([&](int, uint64_t first, uint64_t step) {
+    std::string value;
+    for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
+      Status s = c.table().search(Key(id), &value);
+      if (s.ok()) {
+        present.fetch_add(1);
+      } else if (s.code() != Status::Code::kNotFound) {
+        c.fail("search " + Key(id) + ": " + s.ToString());
+      }
+    }
+  });
+  printf("present %" PRIu64 "\n", present.load());
+  return c.finish("count");
+}
+
+int Capacity(Checker& c, const Options& o) {
+  for (int shard = 0; shard < c.table().shards(); ++shard) {
+    uint64_t slots;
+    int depth;
+    Status s = c.table().capacity(shard, &slots, &depth);
+    if (!s.ok()) c.fail("capacity: " + s.ToString());
+    printf("hashtable_check capacity: shard %d: %" PRIu64 " slots, global depth %d\n", shard, slots, depth);
+    if (slots < o.min_slots) {
+      c.fail("shard " + std::to_string(shard) + " has " + std::to_string(slots) + " slots, expected at least " +
+             std::to_string(o.min_slots));
+    }
+  }
+  return c.finish("capacity");
+}
+
+// Tears the block of a key on purpose (half of it rewritten, checksum
+// stale) and checks that a reader detects it, re-reads, and returns the
+// right value once the block is whole again.
+int Torn(Checker& c, const Options&) {
+  const std::string key = Key(424242);
+  const std::string value = Value(0, 424242, 7) + std::string(100, 'x');
+  Status s = c.table().insert(key, value);
+  if (!s.ok()) c.fail("insert: " + s.ToString());
+  HashTable::Location where;
+  s = c.table().locate(key, &where);
+  if (!s.ok()) c.fail("locate: " + s.ToString());
+  if (c.failed()) return c.finish("torn");
+  char* whole = static_cast<char*>(c.initiator().alloc_cache(where.block_length));
+  char* torn = static_cast<char*>(c.initiator().alloc_cache(where.block_length));
+  s = c.initiator().read(whole, where.block, where.block_length);
+  if (!s.ok()) c.fail("read block: " + s.ToString());
+  memcpy(torn, whole, where.block_length);
+  // The second half as a concurrent writer would have left it.
+  for (size_t i = where.block_length / 2; i < where.block_length - 4; ++i) torn[i] = 'T';
+  s = c.initiator().write(torn, where.block, where.block_length);
+  if (!s.ok()) c.fail("write torn block: " + s.ToString());
+  const uint64_t torn_before = c.table().stats().torn_reads;
+  std::string read_value;
+  bool reader_done = false;
+  TaskPool pool;
+  pool.spawn([&] {
+    Status r = c.table().search(key, &read_value);
+    if (!r.ok()) c.fail("search after tearing: " + r.ToString());
+    reader_done = true;
+  });
+  pool.spawn([&] {
+    // Restore the block only after the reader has seen it torn a few times.
+    const uint64_t deadline = NowNs() + 20000000000ull;
+    while (c.table().stats().torn_reads < torn_before + 3 && NowNs() < deadline) this_task::yield();
+    if (reader_done) c.fail("the reader returned while the block was torn");
+    Status w = c.initiator().write(whole, where.block, where.block_length);
+    if (!w.ok()) c.fail("restore block: " + w.ToString());
+  });
+  pool.run();
+  const uint64_t torn_seen = c.table().stats().torn_reads - torn_before;
+  if (torn_seen < 3) c.fail("the torn block was not detected (" + std::to_string(torn_seen) + " torn reads)");
+  if (read_value != value) c.fail("the reader returned \"" + read_value + "\", expected the whole value");
+  printf("hashtable_check torn: %" PRIu64 " torn reads detected, then the right value\n", torn_seen);
+  return c.finish("torn");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"hashtable_check: SMART-HT integration test driver"};
+  app.fallthrough();
+  app.require_subcommand(1);
+  Options o;
+  app.add_option("--server", o.servers, "memory blade host:port, one per shard (repeat)")->required();
+  app.add_option("--threads", o.threads, "threads")->check(CLI::Range(1, 64));
+  app.add_option("--coros", o.coros, "coroutines per thread")->check(CLI::Range(1, 64));
+  app.add_option("--expected-keys", o.expected_keys, "keys to size the table for, if this client builds it");
+  app.add_option("--from", o.from, "first key id");
+  app.add_option("--to", o.to, "end of the key range");
+  app.add_option("--writer", o.writer, "writer id stored in the values");
+  app.add_option("--writers", o.writers, "number of writers whose values are valid");
+  app.add_option("--rounds", o.rounds, "update rounds (largest valid sequence number)");
+  app.add_option("--duration", o.duration, "seconds to read");
+  app.add_flag("--absent", o.absent, "verify: the keys must be absent");
+  app.add_flag("--allow-missing", o.allow_missing, "a key may be missing (deleted concurrently)");
+  app.add_option("--min-slots", o.min_slots, "capacity: slots each shard must have at least");
+  std::map<std::string, std::function<int(Checker&, const Options&)>> commands = {
+      {"build", [](Checker& c, const Options&) { return c.finish("build"); }},
+      {"insert", Insert}, {"update", Update}, {"delete", Delete}, {"verify", Verify},
+      {"read", Read}, {"count", Count}, {"capacity", Capacity}, {"torn", Torn}};
+  for (auto& [name, fn] : commands) app.add_subcommand(name, "");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (o.to < o.from) throw Error("--to must not be below --from");
+    const std::string name = app.get_subcommands().front()->get_name();
+    SetVerbose(false);
+    Checker checker(o);
+    checker.open();
+    return commands.at(name)(checker, o);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "hashtable_check: %s\n", e.what());
+    return 1;
+  }
+}

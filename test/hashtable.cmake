@@ -1,0 +1,17 @@
+# SMART-HT tests: unit tests (GoogleTest, memory blades inside the process)
+# and multi-process integration tests (test/integration/hashtable_*.sh).
+add_executable(hashtable_unit_tests
+  unit/hashtable_layout_test.cc
+  unit/hashtable_table_test.cc)
+target_link_libraries(hashtable_unit_tests PRIVATE smart_hashtable GTest::gtest GTest::gtest_main)
+target_include_directories(hashtable_unit_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit)
+gtest_discover_tests(hashtable_unit_tests PROPERTIES LABELS unit TIMEOUT 120)
+
+foreach(name insert update delete torn growth multishard bench)
+  add_test(NAME integration.hashtable_${name}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/hashtable_${name}.sh)
+  set_tests_properties(integration.hashtable_${name} PROPERTIES
+    LABELS integration
+    TIMEOUT 180
+    ENVIRONMENT "SMART_BIN=${CMAKE_BINARY_DIR}/bin;SMART_SOURCE=${PROJECT_SOURCE_DIR}")
+endforeach()

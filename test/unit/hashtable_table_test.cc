@@ -1,0 +1,184 @@
+// SMART-HT operations against memory blades inside the test process (shm).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+#include "hash_table.h"
+#include "smart/bench.h"
+#include "smart/initiator.h"
+#include "smart/task.h"
+#include "test_util.h"
+
+namespace smart::hashtable {
+namespace {
+
+class HashTableTest : public ::testing::Test {
+ protected:
+  void Open(uint64_t expected_keys, bool speculative = false, int shards = 1, uint64_t grace_ns = 1000000) {
+    config_ = smart::testing::TestConfig();
+    initiator_ = std::make_unique<Initiator>(config_);
+    for (int i = 0; i < shards; ++i) {
+      blades_.push_back(std::make_unique<EmbeddedMemoryBlade>(config_, 64));
+      initiator_->connect(static_cast<node_t>(i), blades_.back()->host(), blades_.back()->port(), 8);
+    }
+    options_.expected_keys = expected_keys;
+    options_.speculative_lookup = speculative;
+    options_.speculative_cache_entries = 1024;
+    options_.reclaim_grace_ns = grace_ns;
+    table_ = std::make_unique<HashTable>(*initiator_, config_, shards, options_);
+  }
+
+  // fn(worker) on `threads` threads x `tasks` tasks.
+  void RunTasks(int threads, int tasks, const std::function<void(int)>& fn) {
+    RunThreads(threads, false, [&](int t) {
+      TaskPool pool;
+      for (int k = 0; k < tasks; ++k) pool.spawn([&, t, k] { fn(t * tasks + k); });
+      pool.run();
+    });
+  }
+
+  static std::string Key(int i) { return "key" + std::to_string(i); }
+
+  SmartConfig config_;
+  std::vector<std::unique_ptr<EmbeddedMemoryBlade>> blades_;
+  std::unique_ptr<Initiator> initiator_;
+  TableOptions options_;
+  std::unique_ptr<HashTable> table_;
+};
+
+TEST_F(HashTableTest, InsertSearchUpdateRemove) {
+  Open(1000);
+  std::string value;
+  EXPECT_EQ(table_->search("missing", &value).code(), Status::Code::kNotFound);
+  ASSERT_TRUE(table_->insert("alpha", "1").ok());
+  ASSERT_TRUE(table_->search("alpha", &value).ok());
+  EXPECT_EQ(value, "1");
+  ASSERT_TRUE(table_->update("alpha", std::string(300, 'x')).ok());  // a larger block
+  ASSERT_TRUE(table_->search("alpha", &value).ok());
+  EXPECT_EQ(value, std::string(300, 'x'));
+  EXPECT_EQ(table_->update("beta", "2").code(), Status::Code::kNotFound);
+  ASSERT_TRUE(table_->read_modify_write("alpha", [](std::string* v) { *v = "rmw:" + v->substr(0, 2); }).ok());
+  ASSERT_TRUE(table_->search("alpha", &value).ok());
+  EXPECT_EQ(value, "rmw:xx");
+  ASSERT_TRUE(table_->remove("alpha").ok());
+  EXPECT_EQ(table_->search("alpha", &value).code(), Status::Code::kNotFound);
+  EXPECT_EQ(table_->remove("alpha").code(), Status::Code::kNotFound);
+  EXPECT_EQ(table_->read_modify_write("alpha", [](std::string*) {}).code(), Status::Code::kNotFound);
+  EXPECT_EQ(table_->insert("k", std::string(5000, 'v')).code(), Status::Code::kInvalidArgument);
+}
+
+TEST_F(HashTableTest, InsertOfAnExistingKeyReplacesItsValue) {
+  Open(1000);
+  ASSERT_TRUE(table_->insert("k", "old").ok());
+  ASSERT_TRUE(table_->insert("k", "new").ok());
+  std::string value;
+  ASSERT_TRUE(table_->search("k", &value).ok());
+  EXPECT_EQ(value, "new");
+  int copies = 0;
+  ASSERT_TRUE(table_->count_copies("k", &copies).ok());
+  EXPECT_EQ(copies, 1);
+}
+
+TEST_F(HashTableTest, ConcurrentInsertsOfOneKeyLeaveOneCopy) {
+  Open(1000);
+  for (int round = 0; round < 50; ++round) {
+    const std::string key = "contended" + std::to_string(round);
+    RunTasks(2, 4, [&](int worker) { ASSERT_TRUE(table_->insert(key, "v" + std::to_string(worker)).ok()); });
+    int copies = 0;
+    ASSERT_TRUE(table_->count_copies(key, &copies).ok());
+    ASSERT_EQ(copies, 1) << key;
+    std::string value;
+    ASSERT_TRUE(table_->search(key, &value).ok());
+    EXPECT_EQ(value[0], 'v');
+  }
+}
+
+TEST_F(HashTableTest, GrowsFromASmallTableUnderConcurrentInserts) {
+  Open(300);
+  uint64_t initial = 0;
+  int depth = 0;
+  ASSERT_TRUE(table_->capacity(0, &initial, &depth).ok());
+  EXPECT_EQ(depth, 0);
+  constexpr int kKeys = 12000;
+  RunTasks(2, 4, [&](int worker) {
+    for (int i = worker; i < kKeys; i += 8) ASSERT_TRUE(table_->insert(Key(i), Key(i)).ok()) << i;
+  });
+  uint64_t grown = 0;
+  ASSERT_TRUE(table_->capacity(0, &grown, &depth).ok());
+  EXPECT_GE(grown, 10 * initial);
+  EXPECT_GT(depth, 3);
+  EXPECT_GT(table_->stats().splits, 0u);
+  std::string value;
+  for (int i = 0; i < kKeys; ++i) {
+    ASSERT_TRUE(table_->search(Key(i), &value).ok()) << i;
+    ASSERT_EQ(value, Key(i));
+    int copies = 0;
+    ASSERT_TRUE(table_->count_copies(Key(i), &copies).ok());
+    ASSERT_EQ(copies, 1) << i;
+  }
+}
+
+TEST_F(HashTableTest, UpdatesReuseBlocksWithinBoundedMemory) {
+  Open(1000, false, 1, 100000);  // 0.1 ms grace period
+  for (int i = 0; i < 64; ++i) ASSERT_TRUE(table_->insert(Key(i), "0").ok());
+  const uint64_t before = table_->stats().remote_bytes_allocated;
+  RunTasks(2, 4, [&](int worker) {
+    for (int n = 0; n < 25000; ++n) ASSERT_TRUE(table_->update(Key((worker + n * 8) % 64), std::to_string(n)).ok());
+  });
+  const TableStats s = table_->stats();
+  EXPECT_EQ(s.blocks_retired, 200000u);
+  EXPECT_GT(s.blocks_reused, 150000u);
+  // 200000 updates of 64-byte blocks would need 12.8 MB without reuse.
+  EXPECT_LE(s.remote_bytes_allocated - before, 4u * 256 * 1024) << s.blocks_reused << " reused of " << s.blocks_retired;
+}
+
+TEST_F(HashTableTest, SpeculativeLookupHitsAndNoticesChanges) {
+  Open(1000, true);
+  ASSERT_TRUE(table_->insert("k", "v1").ok());
+  std::string value;
+  ASSERT_TRUE(table_->search("k", &value).ok());
+  ASSERT_TRUE(table_->search("k", &value).ok());
+  EXPECT_EQ(value, "v1");
+  EXPECT_GE(table_->stats().speculative_hits, 1u);
+  // Another client (its own cache) changes the key.
+  HashTable other(*initiator_, config_, 1, options_);
+  std::thread writer([&] { ASSERT_TRUE(other.update("k", "v2").ok()); });
+  writer.join();
+  const uint64_t misses = table_->stats().speculative_misses;
+  ASSERT_TRUE(table_->search("k", &value).ok());
+  EXPECT_EQ(value, "v2");
+  EXPECT_EQ(table_->stats().speculative_misses, misses + 1);
+  std::thread remover([&] { ASSERT_TRUE(other.remove("k").ok()); });
+  remover.join();
+  EXPECT_EQ(table_->search("k", &value).code(), Status::Code::kNotFound);
+}
+
+TEST_F(HashTableTest, TwoShardsOnTwoBlades) {
+  Open(2000, false, 2);
+  EXPECT_STREQ(table_->name(), "HashTableMultiShard");
+  const uint64_t chunks0 = blades_[0]->target().super_chunk()->alloc_chunk;
+  const uint64_t chunks1 = blades_[1]->target().super_chunk()->alloc_chunk;
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(table_->insert(Key(i), Key(i)).ok());
+  std::string value;
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_TRUE(table_->search(Key(i), &value).ok());
+    EXPECT_EQ(value, Key(i));
+  }
+  // Both blades took memory for blocks.
+  EXPECT_GT(blades_[0]->target().super_chunk()->alloc_chunk, chunks0);
+  EXPECT_GT(blades_[1]->target().super_chunk()->alloc_chunk, chunks1);
+}
+
+TEST_F(HashTableTest, ReopensAnExistingTable) {
+  Open(1000);
+  ASSERT_TRUE(table_->insert("persist", "yes").ok());
+  HashTable again(*initiator_, config_, 1, options_);
+  std::string value;
+  ASSERT_TRUE(again.search("persist", &value).ok());
+  EXPECT_EQ(value, "yes");
+}
+
+}  // namespace
+}  // namespace smart::hashtable

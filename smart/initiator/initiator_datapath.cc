@@ -11,6 +11,9 @@
 
 namespace smart {
 
+#define SMART_HOT_INLINE [[gnu::always_inline]] inline
+#define SMART_COLD [[gnu::noinline, gnu::cold]]
+
 namespace {
 
 const char* OpcodeVerb(ibv_wr_opcode opcode) {
@@ -30,7 +33,7 @@ const char* OpcodeVerb(ibv_wr_opcode opcode) {
 
 }  // namespace
 
-TaskContext* Initiator::Impl::create_task_context(ThreadState* ts, int task) {
+SMART_COLD TaskContext* Initiator::Impl::create_task_context(ThreadState* ts, int task) {
   auto created = std::make_unique<TaskContext>();
   created->scratch = static_cast<uint64_t*>(cache_alloc(64));
   memset(created->wr, 0, sizeof(created->wr));
@@ -39,7 +42,7 @@ TaskContext* Initiator::Impl::create_task_context(ThreadState* ts, int task) {
   return ts->tasks[task].get();
 }
 
-Status Initiator::Impl::resolve_lane(ThreadState* ts, node_t node) {
+SMART_COLD Status Initiator::Impl::resolve_lane(ThreadState* ts, node_t node) {
   Lane& lane = ts->lanes[node];
   std::lock_guard<std::mutex> lock(mutex);
   Connection* c = node < connections.size() ? connections[node].get() : nullptr;
@@ -110,7 +113,7 @@ enum class RequestProblem { kNode, kRegion, kRange, kLocal, kAlignment };
 
 }  // namespace
 
-Status Initiator::Impl::add_request(ibv_wr_opcode opcode, void* local, GlobalAddress remote, size_t length,
+SMART_HOT_INLINE Status Initiator::Impl::add_request(ibv_wr_opcode opcode, void* local, GlobalAddress remote, size_t length,
                                     uint64_t compare_add, uint64_t swap, Option option) {
   ThreadState* ts = state();
   const node_t node = static_cast<node_t>(remote.node);
@@ -173,40 +176,77 @@ Status Initiator::Impl::add_request(ibv_wr_opcode opcode, void* local, GlobalAdd
   return Status::OK();
 }
 
-Status Initiator::Impl::post(ThreadState* ts, TaskContext* t, int task) {
+// Waits until the thread's credit admits `n` more work requests. A batch
+// larger than the bound still goes out once nothing else is in flight.
+SMART_COLD void Initiator::Impl::wait_for_credit(ThreadState* ts, TaskContext* t, int task, int n) {
+  for (;;) {
+    const int inflight = ts->inflight.load(std::memory_order_relaxed);
+    if (inflight == 0 || inflight + n <= ts->bound.load(std::memory_order_relaxed)) break;
+    if (task != 0) {
+      attach_poller(ts);
+      if (!t->credit_waiting) {
+        ts->credit_waiters.push_back(task);
+        t->credit_waiting = true;
+      }
+      internal::WaitInTask();
+    } else {
+      poll(ts);
+    }
+  }
+  if (t->credit_waiting) {
+    for (auto it = ts->credit_waiters.begin(); it != ts->credit_waiters.end(); ++it) {
+      if (*it == task) {
+        ts->credit_waiters.erase(it);
+        break;
+      }
+    }
+    t->credit_waiting = false;
+  }
+}
+
+SMART_COLD int Initiator::Impl::retry_post(ThreadState* ts, Lane& lane, TaskContext* t, int task) {
+  // The send queue is full (queue pairs shared between threads): make room
+  // by polling, for at most the connection timeout.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config.connect_timeout_ms);
+  int rc = ENOMEM;
+  while (rc == ENOMEM && std::chrono::steady_clock::now() < deadline) {
+    if (task != 0) {
+      this_task::yield();
+    } else {
+      poll(ts);
+    }
+    ibv_send_wr* bad = nullptr;
+    rc = lane.qp->post_send(&t->wr[0], &bad);
+  }
+  return rc;
+}
+
+SMART_COLD Status Initiator::Impl::post_error(const Lane& lane, int n, int rc) const {
+  return Status::WorkRequestError("posting " + std::to_string(n) + " work request(s) to " + lane.connection->name() +
+                                  " failed: " + strerror(rc));
+}
+
+SMART_COLD Status Initiator::Impl::add_target(ThreadState* ts, TaskContext* t, int task, node_t node, uint64_t seq) {
+  // Too many memory blades in flight for one task: settle them first.
+  Status s = wait_for(ts, t, task);
+  t->targets[t->target_count++] = {node, seq};
+  return s;
+}
+
+SMART_HOT_INLINE Status Initiator::Impl::post(ThreadState* ts, TaskContext* t, int task) {
   const int n = t->count;
   if (n == 0) return Status::OK();
   const node_t node = t->node;
   Lane& lane = ts->lanes[node];
-  if (!lane.failure.ok()) {
+  if (__builtin_expect(!lane.failure.ok(), 0)) {
     t->count = 0;
     return lane.failure;
   }
-  // Credit: at most `bound` work requests in flight per thread. A batch
-  // larger than the bound still goes out once nothing else is in flight.
+  // Credit: at most `bound` work requests in flight per thread.
   if (!shared_qps) {
-    for (;;) {
-      const int inflight = ts->inflight.load(std::memory_order_relaxed);
-      if (inflight == 0 || inflight + n <= ts->bound.load(std::memory_order_relaxed)) break;
-      if (task != 0) {
-        attach_poller(ts);
-        if (!t->credit_waiting) {
-          ts->credit_waiters.push_back(task);
-          t->credit_waiting = true;
-        }
-        internal::WaitInTask();
-      } else {
-        poll(ts);
-      }
-    }
-    if (t->credit_waiting) {
-      for (auto it = ts->credit_waiters.begin(); it != ts->credit_waiters.end(); ++it) {
-        if (*it == task) {
-          ts->credit_waiters.erase(it);
-          break;
-        }
-      }
-      t->credit_waiting = false;
+    const int inflight = ts->inflight.load(std::memory_order_relaxed);
+    if (__builtin_expect(inflight != 0 && inflight + n > ts->bound.load(std::memory_order_relaxed), 0)) {
+      wait_for_credit(ts, t, task, n);
     }
   }
   const uint64_t base = EncodeWrId(task, ts->thread_id, node, 0);
@@ -220,50 +260,36 @@ Status Initiator::Impl::post(ThreadState* ts, TaskContext* t, int task) {
   last.next = nullptr;
   ibv_send_wr* bad = nullptr;
   int rc = lane.qp->post_send(&t->wr[0], &bad);
-  if (__builtin_expect(rc == ENOMEM, 0)) {
-    // The send queue is full (queue pairs shared between threads): make
-    // room by polling, for at most the connection timeout.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config.connect_timeout_ms);
-    while (rc == ENOMEM && std::chrono::steady_clock::now() < deadline) {
-      if (task != 0) {
-        this_task::yield();
-      } else {
-        poll(ts);
-      }
-      rc = lane.qp->post_send(&t->wr[0], &bad);
-    }
-  }
+  if (__builtin_expect(rc == ENOMEM, 0)) rc = retry_post(ts, lane, t, task);
   t->count = 0;
-  if (__builtin_expect(rc != 0, 0)) {
-    return Status::WorkRequestError("posting " + std::to_string(n) + " work request(s) to " +
-                                    lane.connection->name() + " failed: " + strerror(rc));
-  }
-  lane.posted += static_cast<uint64_t>(n);
+  if (__builtin_expect(rc != 0, 0)) return post_error(lane, n, rc);
+  const uint64_t posted = lane.posted + static_cast<uint64_t>(n);
+  lane.posted = posted;
   if (shared_qps) {
     ts->inflight.fetch_add(n, std::memory_order_relaxed);
   } else {
     ts->inflight.store(ts->inflight.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
-  for (int k = 0; k < t->target_count; ++k) {
+  const int targets = t->target_count;
+  for (int k = 0; k < targets; ++k) {
     if (t->targets[k].node == node) {
-      t->targets[k].seq = lane.posted;
+      t->targets[k].seq = posted;
       return Status::OK();
     }
   }
-  if (t->target_count == kMaxSyncTargets) {
-    // Too many memory blades in flight for one task: settle them first.
-    Status s = wait_for(ts, t, task);
-    t->targets[t->target_count++] = {node, lane.posted};
-    return s;
-  }
-  t->targets[t->target_count++] = {node, lane.posted};
+  if (__builtin_expect(targets == kMaxSyncTargets, 0)) return add_target(ts, t, task, node, posted);
+  t->targets[targets] = {node, posted};
+  t->target_count = targets + 1;
   return Status::OK();
 }
 
 namespace {
 
-inline bool Satisfied(const ThreadState* ts, const TaskContext* t) {
-  for (int k = 0; k < t->target_count; ++k) {
+// True when every memory blade the task posted to acknowledged its last
+// request, or failed.
+SMART_HOT_INLINE bool Satisfied(const ThreadState* ts, const TaskContext* t) {
+  const int targets = t->target_count;
+  for (int k = 0; k < targets; ++k) {
     const Lane& lane = ts->lanes[t->targets[k].node];
     if (lane.acked.load(std::memory_order_relaxed) < t->targets[k].seq && lane.failure.ok()) return false;
   }
@@ -272,24 +298,13 @@ inline bool Satisfied(const ThreadState* ts, const TaskContext* t) {
 
 }  // namespace
 
-Status Initiator::Impl::wait_for(ThreadState* ts, TaskContext* t, int task) {
-  Status posted = post(ts, t, task);
-  if (t->target_count > 0) {
-    if (task != 0) {
-      attach_poller(ts);
-      t->waiting = true;
-      while (!Satisfied(ts, t)) internal::WaitInTask();
-      t->waiting = false;
-    } else {
-      while (!Satisfied(ts, t)) poll(ts);
-    }
-  }
-  if (__builtin_expect(t->error.ok() && posted.ok(), 1)) {
+SMART_COLD Status Initiator::Impl::wait_failed(ThreadState* ts, TaskContext* t, const Status& posted) {
+  if (t->error.ok() && posted.ok()) {
     // A broken queue pair flushes its requests; a target it never reached
     // counts as failed.
     for (int k = 0; k < t->target_count; ++k) {
       const Lane& lane = ts->lanes[t->targets[k].node];
-      if (__builtin_expect(!lane.failure.ok(), 0) && lane.acked.load(std::memory_order_relaxed) < t->targets[k].seq) {
+      if (!lane.failure.ok() && lane.acked.load(std::memory_order_relaxed) < t->targets[k].seq) {
         t->target_count = 0;
         return lane.failure;
       }
@@ -303,7 +318,32 @@ Status Initiator::Impl::wait_for(ThreadState* ts, TaskContext* t, int task) {
   return result;
 }
 
-Status Initiator::Impl::failure_status(const ibv_wc& wc, const Connection* connection) const {
+SMART_HOT_INLINE Status Initiator::Impl::wait_for(ThreadState* ts, TaskContext* t, int task) {
+  Status posted = post(ts, t, task);
+  if (t->target_count > 0) {
+    if (task != 0) {
+      attach_poller(ts);
+      t->waiting = true;
+      while (!Satisfied(ts, t)) internal::WaitInTask();
+      t->waiting = false;
+    } else {
+      while (!Satisfied(ts, t)) poll(ts);
+    }
+  }
+  // Fast path: no error and every target reached (a lane that failed before
+  // acknowledging a target makes the slow path report it).
+  if (__builtin_expect(t->error.ok() && posted.ok(), 1)) {
+    bool clean = true;
+    for (int k = 0; k < t->target_count; ++k) clean = clean && ts->lanes[t->targets[k].node].failure.ok();
+    if (__builtin_expect(clean, 1)) {
+      t->target_count = 0;
+      return Status::OK();
+    }
+  }
+  return wait_failed(ts, t, posted);
+}
+
+SMART_COLD Status Initiator::Impl::failure_status(const ibv_wc& wc, const Connection* connection) const {
   const std::string where = connection != nullptr ? connection->name() : std::string("a memory node");
   const std::string what = std::string(ibv_wc_status_str(wc.status)) + " (status " + std::to_string(wc.status) +
                            ", vendor error 0x" + [&] {
@@ -326,45 +366,55 @@ Status Initiator::Impl::failure_status(const ibv_wc& wc, const Connection* conne
   }
 }
 
-void Initiator::Impl::wake_all(ThreadState* ts) {
+SMART_COLD void Initiator::Impl::wake_all(ThreadState* ts) {
   for (size_t task = 1; task < ts->tasks.size(); ++task) {
     TaskContext* t = ts->tasks[task].get();
     if (t != nullptr && (t->waiting || t->credit_waiting)) internal::Notify(static_cast<int>(task));
   }
 }
 
-void Initiator::Impl::handle_completion(ThreadState* ts, const ibv_wc& wc) {
-  const int task = static_cast<int>(wc.wr_id >> 56);
+SMART_COLD void Initiator::Impl::handle_foreign_completion(const ibv_wc& wc) {
+  // A queue pair shared with another thread: credit that thread.
   const int thread = static_cast<int>((wc.wr_id >> 48) & 0xff);
   const node_t node = static_cast<node_t>((wc.wr_id >> 32) & 0xffff);
   const uint32_t count = static_cast<uint32_t>(wc.wr_id);
+  std::lock_guard<std::mutex> lock(mutex);
+  ThreadState* owner = states[thread].get();
+  if (owner == nullptr || node >= owner->lanes.size()) return;
+  owner->lanes[node].acked.fetch_add(count, std::memory_order_relaxed);
+  owner->inflight.fetch_sub(static_cast<int>(count), std::memory_order_relaxed);
+  owner->completed.fetch_add(count, std::memory_order_relaxed);
+  if (wc.status != IBV_WC_SUCCESS) {
+    std::lock_guard<std::mutex> failure_lock(owner->foreign_mutex);
+    owner->foreign_failures.emplace_back(node, failure_status(wc, owner->lanes[node].connection));
+  }
+  owner->remote_progress.store(true, std::memory_order_release);
+}
+
+SMART_COLD void Initiator::Impl::handle_failed_completion(ThreadState* ts, Lane& lane, const ibv_wc& wc, int task) {
+  Status failure = failure_status(wc, lane.connection);
+  // Keep the root cause: a flush only stands in until the error behind it.
+  if (lane.failure.ok() || (lane.failure_is_flush && wc.status != IBV_WC_WR_FLUSH_ERR)) {
+    lane.failure = failure;
+    lane.failure_is_flush = wc.status == IBV_WC_WR_FLUSH_ERR;
+  }
+  TaskContext* t = task < static_cast<int>(ts->tasks.size()) ? ts->tasks[task].get() : nullptr;
+  if (t != nullptr && t->error.ok()) t->error = failure;
+  wake_all(ts);
+}
+
+SMART_HOT_INLINE void Initiator::Impl::handle_completion(ThreadState* ts, const ibv_wc& wc) {
+  const uint64_t wr_id = wc.wr_id;
+  const int task = static_cast<int>(wr_id >> 56);
+  const int thread = static_cast<int>((wr_id >> 48) & 0xff);
+  const node_t node = static_cast<node_t>((wr_id >> 32) & 0xffff);
+  const uint32_t count = static_cast<uint32_t>(wr_id);
   if (__builtin_expect(thread != ts->thread_id, 0)) {
-    // A queue pair shared with another thread: credit that thread.
-    std::lock_guard<std::mutex> lock(mutex);
-    ThreadState* owner = states[thread].get();
-    if (owner == nullptr || node >= owner->lanes.size()) return;
-    owner->lanes[node].acked.fetch_add(count, std::memory_order_relaxed);
-    owner->inflight.fetch_sub(static_cast<int>(count), std::memory_order_relaxed);
-    owner->completed.fetch_add(count, std::memory_order_relaxed);
-    if (wc.status != IBV_WC_SUCCESS) {
-      std::lock_guard<std::mutex> failure_lock(owner->foreign_mutex);
-      owner->foreign_failures.emplace_back(node, failure_status(wc, owner->lanes[node].connection));
-    }
-    owner->remote_progress.store(true, std::memory_order_release);
+    handle_foreign_completion(wc);
     return;
   }
   Lane& lane = ts->lanes[node];
-  if (__builtin_expect(wc.status != IBV_WC_SUCCESS, 0)) {
-    Status failure = failure_status(wc, lane.connection);
-    // Keep the root cause: a flush only stands in until the error behind it.
-    if (lane.failure.ok() || (lane.failure_is_flush && wc.status != IBV_WC_WR_FLUSH_ERR)) {
-      lane.failure = failure;
-      lane.failure_is_flush = wc.status == IBV_WC_WR_FLUSH_ERR;
-    }
-    TaskContext* t = ts->tasks[task].get();
-    if (t != nullptr && t->error.ok()) t->error = failure;
-    wake_all(ts);
-  }
+  if (__builtin_expect(wc.status != IBV_WC_SUCCESS, 0)) handle_failed_completion(ts, lane, wc, task);
   lane.acked.store(lane.acked.load(std::memory_order_relaxed) + count, std::memory_order_relaxed);
   if (shared_qps) {
     ts->inflight.fetch_sub(static_cast<int>(count), std::memory_order_relaxed);
@@ -379,31 +429,39 @@ void Initiator::Impl::handle_completion(ThreadState* ts, const ibv_wc& wc) {
   }
 }
 
+SMART_COLD void Initiator::Impl::drain_foreign(ThreadState* ts) {
+  std::vector<std::pair<node_t, Status>> failures;
+  {
+    std::lock_guard<std::mutex> lock(ts->foreign_mutex);
+    failures.swap(ts->foreign_failures);
+  }
+  for (auto& f : failures) {
+    if (ts->lanes[f.first].failure.ok()) ts->lanes[f.first].failure = f.second;
+  }
+  wake_all(ts);
+}
+
+SMART_COLD static void ReportPollError(int n) {
+  SMART_ERROR("polling a completion queue failed: %s", strerror(-n));
+}
+
 int Initiator::Impl::poll(ThreadState* ts) {
   ibv_wc wc[kMaxBatchSize];
   int total = 0;
   for (CompletionQueue* cq : ts->cqs) {
     const int n = cq->poll(kMaxBatchSize, wc);
     if (__builtin_expect(n < 0, 0)) {
-      SMART_ERROR("polling a completion queue failed: %s", strerror(-n));
+      ReportPollError(n);
       continue;
     }
     for (int i = 0; i < n; ++i) handle_completion(ts, wc[i]);
     total += n;
   }
   if (__builtin_expect(shared_qps, 0) && ts->remote_progress.exchange(false, std::memory_order_acquire)) {
-    std::vector<std::pair<node_t, Status>> failures;
-    {
-      std::lock_guard<std::mutex> lock(ts->foreign_mutex);
-      failures.swap(ts->foreign_failures);
-    }
-    for (auto& f : failures) {
-      if (ts->lanes[f.first].failure.ok()) ts->lanes[f.first].failure = f.second;
-    }
-    wake_all(ts);
+    drain_foreign(ts);
     ++total;
   }
-  if (!ts->credit_waiters.empty() &&
+  if (__builtin_expect(!ts->credit_waiters.empty(), 0) &&
       ts->inflight.load(std::memory_order_relaxed) < ts->bound.load(std::memory_order_relaxed)) {
     internal::Notify(ts->credit_waiters.front());
   }

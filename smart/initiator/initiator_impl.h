@@ -198,12 +198,26 @@ struct Initiator::Impl {
   ThreadState* create_state();
   void release_state(int thread_id);
   Status resolve_lane(ThreadState* ts, node_t node);
-  Status add_request(ibv_wr_opcode opcode, void* local, GlobalAddress remote, size_t length, uint64_t compare_add,
-                     uint64_t swap, Option option);
-  Status post(ThreadState* ts, TaskContext* t, int task);
-  Status wait_for(ThreadState* ts, TaskContext* t, int task);
+
+  // The data path. The inline ones are defined in initiator_datapath.cc, their
+  // only caller, and forced inline there: a task resumes after a context
+  // switch with the return-address predictor out of step, so every return
+  // between the switch and the caller's code costs a mispredict.
+  inline Status add_request(ibv_wr_opcode opcode, void* local, GlobalAddress remote, size_t length,
+                            uint64_t compare_add, uint64_t swap, Option option);
+  inline Status post(ThreadState* ts, TaskContext* t, int task);
+  inline Status wait_for(ThreadState* ts, TaskContext* t, int task);
   int poll(ThreadState* ts);
-  void handle_completion(ThreadState* ts, const ibv_wc& wc);
+  inline void handle_completion(ThreadState* ts, const ibv_wc& wc);
+  // Out of line: the rare branches of the above.
+  void wait_for_credit(ThreadState* ts, TaskContext* t, int task, int n);
+  int retry_post(ThreadState* ts, Lane& lane, TaskContext* t, int task);
+  Status post_error(const Lane& lane, int n, int rc) const;
+  Status add_target(ThreadState* ts, TaskContext* t, int task, node_t node, uint64_t seq);
+  Status wait_failed(ThreadState* ts, TaskContext* t, const Status& posted);
+  void handle_foreign_completion(const ibv_wc& wc);
+  void handle_failed_completion(ThreadState* ts, Lane& lane, const ibv_wc& wc, int task);
+  void drain_foreign(ThreadState* ts);
   void wake_all(ThreadState* ts);
   Status failure_status(const ibv_wc& wc, const Connection* connection) const;
   void tune();

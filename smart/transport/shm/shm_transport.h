@@ -74,7 +74,9 @@ class ShmQueuePair final : public QueuePair {
 
  private:
   int post_locked(ibv_send_wr* wr, ibv_send_wr** bad_wr);
+  [[gnu::noinline]] int post_concurrent(ibv_send_wr* wr, ibv_send_wr** bad_wr);
   ibv_wc_status execute(const ibv_send_wr& wr, uint32_t* byte_len);
+  [[gnu::noinline]] ibv_wc_status execute_general(const ibv_send_wr& wr, uint32_t* byte_len);
   // A peer address in this process; nullptr when the rkey is unknown or the
   // range leaves the region.
   char* translate(uint64_t addr, uint64_t length, uint32_t rkey) const {
@@ -98,6 +100,7 @@ class ShmQueuePair final : public QueuePair {
   int region_count_ = 0;
   const std::atomic<bool>* peer_failed_ = nullptr;
   bool connected_ = false;
+  bool connected_to_peer_ = false;  // connected, with peer memory to address
   bool error_state_ = false;
   uint32_t unsignaled_ = 0;
   int outstanding_ = 0;  // posted work requests not yet retired
@@ -112,7 +115,7 @@ class ShmCompletionQueue final : public CompletionQueue {
   // mutex() held when concurrent.
   void push(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t byte_len, ShmQueuePair* qp,
             uint32_t retired);
-  size_t free_slots() const { return ring_.size() - (tail_ - head_); }
+  size_t free_slots() const { return mask_ + 1 - (tail_ - head_); }
   bool concurrent() const { return concurrent_; }
   std::mutex& mutex() { return mutex_; }
 

@@ -81,9 +81,16 @@ uint64_t PermuteKey(uint64_t id, uint64_t n) {
   if (n <= 1) return 0;
   // x -> (x * a + c) mod n is a bijection when gcd(a, n) = 1; pick the first
   // such a at or above a large odd constant.
-  uint64_t a = 0x9e3779b97f4a7c15ull % n;
-  if (a < 2) a = 2;
-  while (std::gcd(a, n) != 1) ++a;
+  // The multiplier depends only on n: remember it for the last n seen.
+  thread_local uint64_t cached_n = 0, cached_a = 0;
+  if (cached_n != n) {
+    uint64_t m = 0x9e3779b97f4a7c15ull % n;
+    if (m < 2) m = 2;
+    while (std::gcd(m, n) != 1) ++m;
+    cached_n = n;
+    cached_a = m;
+  }
+  const uint64_t a = cached_a;
   const unsigned __int128 x = static_cast<unsigned __int128>(id % n) * a + 0x632be59bd9b4e019ull % n;
   return static_cast<uint64_t>(x % n);
 }

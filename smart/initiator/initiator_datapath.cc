@@ -117,7 +117,7 @@ SMART_HOT_INLINE Status Initiator::Impl::add_request(ibv_wr_opcode opcode, void*
                                     uint64_t compare_add, uint64_t swap, Option option) {
   ThreadState* ts = state();
   const node_t node = static_cast<node_t>(remote.node);
-  if (__builtin_expect(node >= ts->lanes.size(), 0)) return RequestError(RequestProblem::kNode, opcode, remote, length, 0);
+  if (__builtin_expect(node >= ts->lane_count, 0)) return RequestError(RequestProblem::kNode, opcode, remote, length, 0);
   Lane& lane = ts->lanes[node];
   if (__builtin_expect(!lane.ready || lane.generation != generation.load(std::memory_order_relaxed), 0)) {
     Status s = resolve_lane(ts, node);

@@ -119,7 +119,10 @@ struct ThreadState {
   Initiator::Impl* impl;
   int thread_id;
   int slot;
-  std::vector<Lane> lanes;
+  std::vector<Lane> lanes;  // one per memory node, sized once
+  // lanes.size(), kept so that the data path compares instead of dividing
+  // by sizeof(Lane).
+  const size_t lane_count = lanes.size();
   std::vector<CompletionQueue*> cqs;
   std::vector<std::unique_ptr<TaskContext>> tasks;
   std::atomic<int> inflight{0};

@@ -54,6 +54,7 @@ struct TaskPool::Impl {
   TaskPoolOptions options;
   std::unique_ptr<StackCache> stacks;
   std::vector<Task> tasks;  // index 0 is the thread's own context
+  int task_limit = 0;       // tasks.size(), without a division on every notify
   std::vector<int> free_ids;
   RunQueue run_queue;
   std::vector<CompletionPoller*> pollers;
@@ -123,7 +124,7 @@ inline void WaitInTask() {
 // this_task::notify() for a caller on the pool's thread (task or poller).
 inline void Notify(int task_id) {
   TaskPool::Impl* im = current_impl;
-  if (task_id <= 0 || im == nullptr || task_id >= static_cast<int>(im->tasks.size())) return;
+  if (task_id <= 0 || im == nullptr || task_id >= im->task_limit) return;
   Task& task = im->tasks[task_id];
   if (task.state == TaskState::kBlocked) {
     task.state = TaskState::kRunnable;

@@ -120,6 +120,7 @@ TaskPool::TaskPool(const TaskPoolOptions& options)
   impl_->stacks = std::make_unique<StackCache>();
   impl_->stacks->usable = (options.stack_size + page - 1) / page * page;
   impl_->tasks.resize(options.max_tasks + 1);
+  impl_->task_limit = static_cast<int>(impl_->tasks.size());
   for (int id = options.max_tasks; id >= 1; --id) impl_->free_ids.push_back(id);
   impl_->run_queue.init(options.max_tasks + 1);
 }

@@ -173,6 +173,11 @@ int main(int argc, char** argv) {
               std::to_string(cases[i].latency_ns) + " ns",
           Median(case_ns[i]));
     }
+    // Where the depth-8 cost goes: the provider calls, one switch to the
+    // next task (each operation parks its task once), and the rest.
+    const double floor = Median(floor_ns), one_switch = Median(switch_ns), depth8 = Median(case_ns[1]);
+    printf("depth 8 = transport floor %.1f + one switch %.1f + initiator bookkeeping %.1f ns/op\n", floor,
+           one_switch, depth8 - floor - one_switch);
     const double hidden = Median(case_ns[3]) / Median(case_ns[4]);
     printf("latency hiding at 2000 ns: depth 16 / depth 1 throughput = %.1fx\n", hidden);
     return 0;

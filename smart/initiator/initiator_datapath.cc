@@ -398,8 +398,10 @@ SMART_COLD void Initiator::Impl::handle_failed_completion(ThreadState* ts, Lane&
     lane.failure = failure;
     lane.failure_is_flush = wc.status == IBV_WC_WR_FLUSH_ERR;
   }
+  // The task gets the root cause when the lane knows it: a flushed request
+  // only says that an earlier one broke the queue pair.
   TaskContext* t = task < static_cast<int>(ts->tasks.size()) ? ts->tasks[task].get() : nullptr;
-  if (t != nullptr && t->error.ok()) t->error = failure;
+  if (t != nullptr && t->error.ok()) t->error = lane.failure;
   wake_all(ts);
 }
 

@@ -172,8 +172,9 @@ t_killed_blade() {
     cat "$WORK/killed.log"
     check "the client exits non-zero" test "$status" -ne 0 || rc=1
     check "the client was not stopped by the hang guard" test "$status" -ne 124 -a "$status" -ne 137 || rc=1
-    check "it reports the failed request with the completion status" \
-        grep -Eq "test_rdma: read failed: .*(transport retry counter exceeded|memory blade)" "$WORK/killed.log" || rc=1
+    # The root cause, in ibv_wc_status_str's words, not the flush behind it.
+    check "it reports the failed request with its completion status" \
+        grep -q "test_rdma: read failed: .*transport retry counter exceeded" "$WORK/killed.log" || rc=1
     return $rc
 }
 

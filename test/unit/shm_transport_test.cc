@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -19,6 +20,14 @@ class ShmTransportTest : public ::testing::Test {
   void SetUp() override { Build(0); }
 
   void Build(uint64_t latency_ns, int max_send_wr = 64, int cq_depth = 64) {
+    // Mirror order of creation: a queue pair goes before its completion
+    // queue, regions before their device.
+    qp_.reset();
+    cq_.reset();
+    peer_.reset();
+    local_.reset();
+    pool_.reset();
+    device_.reset();
     SmartConfig config = testing::TestConfig();
     config.shm.latency_ns = latency_ns;
     device_ = OpenShmDevice(config);
@@ -322,6 +331,201 @@ TEST_F(ShmTransportTest, MalformedExportDetailsAreAClearError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("malformed"), std::string::npos) << e.what();
   }
+}
+
+TEST_F(ShmTransportTest, UnsignaledRequestsBeforeASignaledOneAllTakeEffectInOrder) {
+  auto* words = reinterpret_cast<uint64_t*>(local_buffer_.data());
+  words[0] = 1;
+  words[1] = 2;
+  words[2] = 3;
+  std::vector<ibv_send_wr> wrs;
+  wrs.push_back(Request(IBV_WR_RDMA_WRITE, 3000, &words[0], 8, false, 10));  // X = 1
+  wrs.push_back(Request(IBV_WR_RDMA_WRITE, 3000, &words[1], 8, false, 11));  // X = 2
+  wrs.push_back(Request(IBV_WR_RDMA_WRITE, 3008, &words[2], 8, false, 12));  // Y = 3
+  wrs.push_back(Request(IBV_WR_ATOMIC_FETCH_AND_ADD, 3000, &words[3], 8, false, 13));  // X += 5, old to words[3]
+  wrs.back().wr.atomic.compare_add = 5;
+  wrs.push_back(Request(IBV_WR_RDMA_READ, 3000, &words[4], 16, true, 14));  // X, Y
+  for (size_t i = 0; i + 1 < wrs.size(); ++i) wrs[i].next = &wrs[i + 1];
+  ASSERT_EQ(Post(&wrs[0]), 0);
+  auto wc = PollN(1);
+  EXPECT_EQ(wc[0].wr_id, 14u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(words[3], 2u);
+  EXPECT_EQ(words[4], 7u);
+  EXPECT_EQ(words[5], 3u);
+  ibv_wc extra[4];
+  EXPECT_EQ(cq_->poll(4, extra), 0);
+}
+
+TEST_F(ShmTransportTest, AListEndingUnsignaledIsCarriedOutBeforeLaterRequests) {
+  auto* words = reinterpret_cast<uint64_t*>(local_buffer_.data());
+  words[0] = 0xabcdef;
+  ibv_send_wr write = Request(IBV_WR_RDMA_WRITE, 3100, &words[0], 8, /*signaled=*/false, 1);
+  ASSERT_EQ(Post(&write), 0);
+  ibv_wc wc;
+  EXPECT_EQ(cq_->poll(1, &wc), 0);  // no completion for it, ever
+  ibv_send_wr read = Request(IBV_WR_RDMA_READ, 3100, &words[1], 8, true, 2);
+  ASSERT_EQ(Post(&read), 0);
+  EXPECT_EQ(PollN(1)[0].wr_id, 2u);
+  EXPECT_EQ(words[1], 0xabcdefu);
+}
+
+TEST_F(ShmTransportTest, AReadPostedBeforeAWriteToTheSameAddressReturnsTheOldValue) {
+  auto* word = reinterpret_cast<uint64_t*>(pool_bytes() + 3200);
+  *word = 111;
+  auto* words = reinterpret_cast<uint64_t*>(local_buffer_.data());
+  words[1] = 222;
+  ibv_send_wr read = Request(IBV_WR_RDMA_READ, 3200, &words[0], 8, true, 1);
+  ibv_send_wr write = Request(IBV_WR_RDMA_WRITE, 3200, &words[1], 8, true, 2);
+  ASSERT_EQ(Post(&read), 0);  // two doorbells on one queue pair
+  ASSERT_EQ(Post(&write), 0);
+  auto wc = PollN(2);
+  EXPECT_EQ(wc[0].wr_id, 1u);
+  EXPECT_EQ(wc[1].wr_id, 2u);
+  EXPECT_EQ(words[0], 111u);
+  EXPECT_EQ(*word, 222u);
+}
+
+TEST_F(ShmTransportTest, AnInlineWritesBufferCanBeReusedRightAfterPost) {
+  // 8 bytes fit the ring entry; 48 bytes (two pieces) take the side buffer.
+  char small[8];
+  memcpy(small, "smallpay", 8);
+  ibv_send_wr first = Request(IBV_WR_RDMA_WRITE, 3300, small, 8, true, 1);
+  first.send_flags |= IBV_SEND_INLINE;
+  char large[48];
+  for (int i = 0; i < 48; ++i) large[i] = static_cast<char>('a' + i % 26);
+  ibv_sge pieces[2] = {{reinterpret_cast<uint64_t>(large), 20, 0}, {reinterpret_cast<uint64_t>(large + 20), 28, 0}};
+  ibv_send_wr second = Request(IBV_WR_RDMA_WRITE, 3400, large, 48, true, 2);
+  second.sg_list = pieces;
+  second.num_sge = 2;
+  second.send_flags |= IBV_SEND_INLINE;
+  first.next = &second;
+  ASSERT_EQ(Post(&first), 0);
+  memset(small, 'X', sizeof(small));
+  memset(large, 'X', sizeof(large));
+  auto wc = PollN(2);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[1].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[1].byte_len, 48u);
+  EXPECT_EQ(memcmp(pool_bytes() + 3300, "smallpay", 8), 0);
+  for (int i = 0; i < 48; ++i) ASSERT_EQ(pool_bytes()[3400 + i], static_cast<char>('a' + i % 26)) << i;
+}
+
+TEST_F(ShmTransportTest, WorkRequestsAndScatterListsCanBeReusedRightAfterPost) {
+  strcpy(pool_bytes() + 3500, "first...second..");
+  char* a = local_buffer_.data();
+  char* b = local_buffer_.data() + 256;
+  ibv_send_wr wr = Request(IBV_WR_RDMA_READ, 3500, a, 8, true, 1);
+  ASSERT_EQ(Post(&wr), 0);
+  // Rewritten before the first one completes.
+  wr.wr_id = 2;
+  wr.wr.rdma.remote_addr = remote(3508);
+  wr.sg_list->addr = reinterpret_cast<uint64_t>(b);
+  ASSERT_EQ(Post(&wr), 0);
+  wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+  auto wc = PollN(2);
+  EXPECT_EQ(wc[0].wr_id, 1u);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_RDMA_READ);
+  EXPECT_EQ(wc[1].wr_id, 2u);
+  EXPECT_EQ(memcmp(a, "first...", 8), 0);
+  EXPECT_EQ(memcmp(b, "second..", 8), 0);
+}
+
+TEST_F(ShmTransportTest, TwoScatterEntriesAreWrittenInOrder) {
+  char* a = local_buffer_.data();
+  char* b = local_buffer_.data() + 512;
+  memcpy(a, "gathered", 8);
+  memcpy(b, "together", 8);
+  ibv_sge sge[2] = {{reinterpret_cast<uint64_t>(a), 8, local_->lkey()}, {reinterpret_cast<uint64_t>(b), 8, local_->lkey()}};
+  ibv_send_wr wr = Request(IBV_WR_RDMA_WRITE, 3600, a, 8);
+  wr.sg_list = sge;
+  wr.num_sge = 2;
+  ASSERT_EQ(Post(&wr), 0);
+  memset(sge, 0, sizeof(sge));  // the list itself may be reused at once
+  EXPECT_EQ(PollN(1)[0].byte_len, 16u);
+  EXPECT_EQ(memcmp(pool_bytes() + 3600, "gatheredtogether", 16), 0);
+}
+
+TEST_F(ShmTransportTest, DestroyingAQueuePairCarriesOutItsQueuedRequestsAndDropsTheirCompletions) {
+  auto* words = reinterpret_cast<uint64_t*>(local_buffer_.data());
+  words[0] = 0x5151;
+  ibv_send_wr write = Request(IBV_WR_RDMA_WRITE, 3700, &words[0], 8, /*signaled=*/false, 1);
+  ibv_send_wr add = Request(IBV_WR_ATOMIC_FETCH_AND_ADD, 3712 - 4, &words[1], 8, /*signaled=*/true, 2);
+  add.wr.atomic.remote_addr = remote(3712);
+  add.wr.atomic.compare_add = 3;
+  write.next = &add;
+  ASSERT_EQ(Post(&write), 0);
+  qp_.reset();
+  uint64_t seen;
+  memcpy(&seen, pool_bytes() + 3700, 8);
+  EXPECT_EQ(seen, 0x5151u);
+  memcpy(&seen, pool_bytes() + 3712, 8);
+  EXPECT_EQ(seen, 3u);
+  ibv_wc wc[4];
+  EXPECT_EQ(cq_->poll(4, wc), 0);  // as ibv_destroy_qp cleans its completions
+}
+
+TEST_F(ShmTransportTest, QueuePairsSharingACompletionQueueKeepTheirOwnOrderAndCompletions) {
+  QueuePairOptions options;
+  options.cq = cq_.get();
+  auto other = device_->create_qp(options);
+  other->connect(QueuePairEndpoint{}, peer_);
+  auto* words = reinterpret_cast<uint64_t*>(local_buffer_.data());
+  words[0] = 77;
+  ibv_send_wr write = Request(IBV_WR_RDMA_WRITE, 3800, &words[0], 8, true, 1);
+  ibv_send_wr read = Request(IBV_WR_RDMA_READ, 3800, &words[1], 8, true, 2);
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(other->post_send(&write, &bad), 0);
+  ASSERT_EQ(Post(&read), 0);
+  other.reset();  // its completion goes with it; the write does not
+  auto wc = PollN(1);
+  EXPECT_EQ(wc[0].wr_id, 2u);
+  EXPECT_EQ(words[1], 77u);
+  ibv_wc extra[4];
+  EXPECT_EQ(cq_->poll(4, extra), 0);
+}
+
+TEST_F(ShmTransportTest, AQueuePairSharedByThreadsOnAConcurrentQueueLosesNoUpdate) {
+  auto cq = device_->create_cq(64, nullptr, /*concurrent=*/true);
+  QueuePairOptions options;
+  options.cq = cq.get();
+  options.max_send_wr = 16;
+  options.concurrent = true;
+  auto qp = device_->create_qp(options);
+  qp->connect(QueuePairEndpoint{}, peer_);
+  auto* word = reinterpret_cast<uint64_t*>(pool_bytes() + 3904);
+  *word = 0;
+  constexpr int kAdds = 20000;
+  std::atomic<int> completed{0};
+  auto worker = [&](char* result) {
+    ibv_sge sge{reinterpret_cast<uint64_t>(result), 8, local_->lkey()};
+    ibv_send_wr wr{};
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.atomic.remote_addr = remote(3904);
+    wr.wr.atomic.rkey = pool_->rkey();
+    wr.wr.atomic.compare_add = 1;
+    ibv_wc wc[8];
+    for (int i = 0; i < kAdds;) {
+      ibv_send_wr* bad;
+      const int rc = qp->post_send(&wr, &bad);
+      ASSERT_TRUE(rc == 0 || rc == ENOMEM) << rc;
+      if (rc == 0) ++i;
+      const int n = cq->poll(8, wc);
+      for (int k = 0; k < n; ++k) ASSERT_EQ(wc[k].status, IBV_WC_SUCCESS);
+      completed += n;
+    }
+  };
+  std::thread t1(worker, local_buffer_.data());
+  std::thread t2(worker, local_buffer_.data() + 64);
+  t1.join();
+  t2.join();
+  ibv_wc wc[8];
+  while (!HasFailure() && completed.load() < 2 * kAdds) completed += cq->poll(8, wc);
+  EXPECT_EQ(*word, 2u * kAdds);
+  qp.reset();
 }
 
 TEST_F(ShmTransportTest, ImportedMappingSeesTheSameMemory) {

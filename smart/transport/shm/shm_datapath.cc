@@ -1,7 +1,12 @@
-// Data path of the shm provider: post_send carries out each work request on
-// the peer's mapped memory and queues a completion for signaled requests (and
-// for failed ones, as a NIC does); poll hands them out in order, optionally
-// after a modelled network latency.
+// Data path of the shm provider. post_send checks and translates each work
+// request, prefetches the lines it will touch and queues it on the
+// completion ring; poll carries the queued requests out in post order (the
+// copy or atomic a NIC's DMA engine would do) and hands out completions for
+// the signaled ones and the failed ones, optionally after a modelled network
+// latency. Deferring the copy lets the misses of many tasks' requests
+// overlap: each task posts and prefetches, the poller then copies a run of
+// requests whose lines are already on their way.
+#include <algorithm>
 #include <cstring>
 
 #include "smart/status.h"
@@ -30,39 +35,101 @@ inline void CopyWords(char* dst, const char* src, uint64_t length) {
   }
 }
 
-inline ibv_wc_opcode CompletionOpcode(ibv_wr_opcode opcode) {
+// Completion opcode by RingAction.
+constexpr uint8_t kCompletionOpcode[] = {IBV_WC_RDMA_READ, IBV_WC_RDMA_WRITE, IBV_WC_COMP_SWAP,
+                                         IBV_WC_FETCH_ADD, IBV_WC_RDMA_READ, IBV_WC_RDMA_WRITE};
+
+inline RingAction ActionOf(ibv_wr_opcode opcode) {
   switch (opcode) {
     case IBV_WR_RDMA_READ:
-      return IBV_WC_RDMA_READ;
-    case IBV_WR_RDMA_WRITE:
-      return IBV_WC_RDMA_WRITE;
+      return RingAction::kRead;
     case IBV_WR_ATOMIC_CMP_AND_SWP:
-      return IBV_WC_COMP_SWAP;
+      return RingAction::kCompareSwap;
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
-      return IBV_WC_FETCH_ADD;
+      return RingAction::kFetchAdd;
     default:
-      return IBV_WC_SEND;
+      return RingAction::kWrite;
+  }
+}
+
+// Lines of one remote range prefetched at post time; longer ranges stream
+// on their own once the copy starts.
+constexpr uint64_t kPrefetchLines = 4;
+
+template <int kForWrite>
+inline void PrefetchRange(const char* p, uint64_t length) {
+  __builtin_prefetch(p, kForWrite, 3);
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + length - 1) & ~uintptr_t{63};
+  if (__builtin_expect(length == 0 || last == first, 1)) return;
+  const uintptr_t stop = std::min<uintptr_t>(last, first + 64 * (kPrefetchLines - 1));
+  for (uintptr_t line = first + 64; line <= stop; line += 64) {
+    __builtin_prefetch(reinterpret_cast<const char*>(line), kForWrite, 3);
+  }
+}
+
+// Carries out one request whose checks passed at post time.
+inline void Execute(const RingEntry& e) {
+  switch (e.action) {
+    case RingAction::kRead:
+      CopyWords(e.local, e.remote, e.byte_len);
+      return;
+    case RingAction::kWrite:
+      CopyWords(e.remote, e.local, e.byte_len);
+      return;
+    case RingAction::kCompareSwap:
+    case RingAction::kFetchAdd: {
+      auto* word = reinterpret_cast<uint64_t*>(e.remote);
+      uint64_t old;
+      if (e.action == RingAction::kCompareSwap) {
+        old = e.u.atomic.compare_add;
+        __atomic_compare_exchange_n(word, &old, e.u.atomic.swap, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+      } else {
+        old = __atomic_fetch_add(word, e.u.atomic.compare_add, __ATOMIC_SEQ_CST);
+      }
+      memcpy(e.local, &old, sizeof(old));
+      return;
+    }
+    case RingAction::kReadScatter:
+    case RingAction::kWriteGather: {
+      const auto* list = reinterpret_cast<const ScatterEntry*>(e.local);
+      char* remote = e.remote;
+      for (uint64_t i = 0; i < e.u.scatter_count; ++i) {
+        if (e.action == RingAction::kReadScatter) {
+          CopyWords(list[i].addr, remote, list[i].length);
+        } else {
+          CopyWords(remote, list[i].addr, list[i].length);
+        }
+        remote += list[i].length;
+      }
+      return;
+    }
   }
 }
 
 }  // namespace
 
-inline void ShmCompletionQueue::push(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t byte_len,
-                              ShmQueuePair* qp, uint32_t retired) {
-  // The caller checked free_slots() for the whole post.
-  Entry& e = ring_[tail_ & mask_];
-  e.wr_id = wr_id;
-  e.qp = qp;
-  e.ready_cycles = latency_cycles_ == 0 ? 0 : Cycles() + latency_cycles_;
-  e.byte_len = byte_len;
-  e.retired = retired;
-  e.status = static_cast<uint8_t>(status);
-  e.opcode = static_cast<uint8_t>(opcode);
-  ++tail_;
+ShmQueuePair::ShmQueuePair(ShmDevice* device, const QueuePairOptions& options, uint32_t qp_num)
+    : device_(device), options_(options), cq_(static_cast<ShmCompletionQueue*>(options.cq)), qp_num_(qp_num) {
+  // Inline payloads the ring entry cannot hold, and scatter lists, live in a
+  // per-queue-pair slot for each send-queue entry.
+  size_t stride = 0;
+  if (options_.max_inline_data > static_cast<int>(sizeof(RingEntry::u.inline_data))) {
+    stride = static_cast<size_t>(options_.max_inline_data);
+  }
+  if (options_.max_sge > 1) stride = std::max(stride, static_cast<size_t>(options_.max_sge) * sizeof(ScatterEntry));
+  side_stride_ = (stride + 63) & ~size_t{63};
+  side_.resize(side_stride_ * static_cast<size_t>(options_.max_send_wr));
 }
 
-ShmQueuePair::ShmQueuePair(ShmDevice* device, const QueuePairOptions& options, uint32_t qp_num)
-    : device_(device), options_(options), cq_(static_cast<ShmCompletionQueue*>(options.cq)), qp_num_(qp_num) {}
+ShmQueuePair::~ShmQueuePair() {
+  if (cq_->concurrent()) {
+    std::lock_guard<std::mutex> lock(cq_->mutex());
+    cq_->drain_queue_pair(this);
+  } else {
+    cq_->drain_queue_pair(this);
+  }
+}
 
 QueuePairEndpoint ShmQueuePair::endpoint() const {
   QueuePairEndpoint ep;
@@ -84,51 +151,55 @@ void ShmQueuePair::connect(const QueuePairEndpoint&, std::shared_ptr<PeerMemory>
   connected_to_peer_ = peer_ != nullptr;
 }
 
-// Every opcode and scatter list; the peer was checked alive by execute().
-ibv_wc_status ShmQueuePair::execute_general(const ibv_send_wr& wr, uint32_t* byte_len) {
+// Every opcode and scatter list; the peer was checked alive by prepare().
+ibv_wc_status ShmQueuePair::prepare_general(const ibv_send_wr& wr, RingEntry* e) {
   switch (wr.opcode) {
-    case IBV_WR_RDMA_READ: {
-      if (__builtin_expect(wr.num_sge == 1, 1)) {
-        const ibv_sge& sge = wr.sg_list[0];
-        const char* src = translate(wr.wr.rdma.remote_addr, sge.length, wr.wr.rdma.rkey);
-        if (src == nullptr) return IBV_WC_REM_ACCESS_ERR;
-        char* dst = device_->local_translate(sge.addr, sge.length, sge.lkey);
-        if (dst == nullptr) return IBV_WC_LOC_PROT_ERR;
-        CopyWords(dst, src, sge.length);
-        *byte_len = sge.length;
-        return IBV_WC_SUCCESS;
-      }
-      uint64_t total = 0;
-      for (int i = 0; i < wr.num_sge; ++i) total += wr.sg_list[i].length;
-      const char* src = translate(wr.wr.rdma.remote_addr, total, wr.wr.rdma.rkey);
-      if (src == nullptr) return IBV_WC_REM_ACCESS_ERR;
-      for (int i = 0; i < wr.num_sge; ++i) {
-        const ibv_sge& sge = wr.sg_list[i];
-        char* dst = device_->local_translate(sge.addr, sge.length, sge.lkey);
-        if (dst == nullptr) return IBV_WC_LOC_PROT_ERR;
-        CopyWords(dst, src, sge.length);
-        src += sge.length;
-      }
-      *byte_len = static_cast<uint32_t>(total);
-      return IBV_WC_SUCCESS;
-    }
+    case IBV_WR_RDMA_READ:
     case IBV_WR_RDMA_WRITE: {
-      const bool is_inline = (wr.send_flags & IBV_SEND_INLINE) != 0;
+      const bool read = wr.opcode == IBV_WR_RDMA_READ;
+      const bool is_inline = !read && (wr.send_flags & IBV_SEND_INLINE) != 0;
       uint64_t total = 0;
       for (int i = 0; i < wr.num_sge; ++i) total += wr.sg_list[i].length;
       if (is_inline && total > static_cast<uint64_t>(options_.max_inline_data)) return IBV_WC_LOC_LEN_ERR;
-      char* dst = translate(wr.wr.rdma.remote_addr, total, wr.wr.rdma.rkey);
-      if (dst == nullptr) return IBV_WC_REM_ACCESS_ERR;
+      char* remote = translate(wr.wr.rdma.remote_addr, total, wr.wr.rdma.rkey);
+      if (remote == nullptr) return IBV_WC_REM_ACCESS_ERR;
+      e->remote = remote;
+      e->byte_len = static_cast<uint32_t>(total);
+      if (is_inline) {
+        // Gathered now: the caller may reuse its buffers once post_send returns.
+        char* payload = total <= sizeof(e->u.inline_data) ? e->u.inline_data : side_slot();
+        char* at = payload;
+        for (int i = 0; i < wr.num_sge; ++i) {
+          memcpy(at, reinterpret_cast<const char*>(wr.sg_list[i].addr), wr.sg_list[i].length);
+          at += wr.sg_list[i].length;
+        }
+        e->local = payload;
+        e->action = RingAction::kWrite;
+        PrefetchRange<1>(remote, total);
+        return IBV_WC_SUCCESS;
+      }
+      // Check every scatter entry before taking a side slot.
       for (int i = 0; i < wr.num_sge; ++i) {
         const ibv_sge& sge = wr.sg_list[i];
-        // Inline data is copied at post time on a NIC: no key is checked.
-        const char* src = is_inline ? reinterpret_cast<const char*>(sge.addr)
-                                    : device_->local_translate(sge.addr, sge.length, sge.lkey);
-        if (src == nullptr) return IBV_WC_LOC_PROT_ERR;
-        CopyWords(dst, src, sge.length);
-        dst += sge.length;
+        if (device_->local_translate(sge.addr, sge.length, sge.lkey) == nullptr) return IBV_WC_LOC_PROT_ERR;
       }
-      *byte_len = static_cast<uint32_t>(total);
+      if (wr.num_sge == 1) {
+        e->local = reinterpret_cast<char*>(wr.sg_list[0].addr);
+        e->action = read ? RingAction::kRead : RingAction::kWrite;
+      } else {
+        auto* list = reinterpret_cast<ScatterEntry*>(side_slot());
+        for (int i = 0; i < wr.num_sge; ++i) {
+          list[i] = ScatterEntry{reinterpret_cast<char*>(wr.sg_list[i].addr), wr.sg_list[i].length};
+        }
+        e->local = reinterpret_cast<char*>(list);
+        e->u.scatter_count = static_cast<uint64_t>(wr.num_sge);
+        e->action = read ? RingAction::kReadScatter : RingAction::kWriteGather;
+      }
+      if (read) {
+        PrefetchRange<0>(remote, total);
+      } else {
+        PrefetchRange<1>(remote, total);
+      }
       return IBV_WC_SUCCESS;
     }
     case IBV_WR_ATOMIC_CMP_AND_SWP:
@@ -139,16 +210,13 @@ ibv_wc_status ShmQueuePair::execute_general(const ibv_send_wr& wr, uint32_t* byt
       if (target == nullptr) return IBV_WC_REM_ACCESS_ERR;
       char* result = device_->local_translate(wr.sg_list[0].addr, 8, wr.sg_list[0].lkey);
       if (result == nullptr) return IBV_WC_LOC_PROT_ERR;
-      auto* word = reinterpret_cast<uint64_t*>(target);
-      uint64_t old;
-      if (wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
-        old = wr.wr.atomic.compare_add;
-        __atomic_compare_exchange_n(word, &old, wr.wr.atomic.swap, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-      } else {
-        old = __atomic_fetch_add(word, wr.wr.atomic.compare_add, __ATOMIC_SEQ_CST);
-      }
-      memcpy(result, &old, sizeof(old));
-      *byte_len = 8;
+      e->remote = target;
+      e->local = result;
+      e->u.atomic.compare_add = wr.wr.atomic.compare_add;
+      e->u.atomic.swap = wr.wr.atomic.swap;
+      e->byte_len = 8;
+      e->action = ActionOf(wr.opcode);
+      __builtin_prefetch(target, 1, 3);
       return IBV_WC_SUCCESS;
     }
     default:
@@ -156,31 +224,35 @@ ibv_wc_status ShmQueuePair::execute_general(const ibv_send_wr& wr, uint32_t* byt
   }
 }
 
-// The common requests inline: READ and WRITE with one scatter entry.
-[[gnu::always_inline]] inline ibv_wc_status ShmQueuePair::execute(const ibv_send_wr& wr, uint32_t* byte_len) {
+// The common requests inline: READ and WRITE with one scatter entry, the
+// checks in the order a NIC makes them (inline length, remote, local).
+[[gnu::always_inline]] inline ibv_wc_status ShmQueuePair::prepare(const ibv_send_wr& wr, RingEntry* e) {
   if (__builtin_expect(peer_failed_->load(std::memory_order_relaxed), 0)) return IBV_WC_RETRY_EXC_ERR;
   const bool read = wr.opcode == IBV_WR_RDMA_READ;
   if (__builtin_expect(wr.num_sge == 1 && (read || wr.opcode == IBV_WR_RDMA_WRITE), 1)) {
     const ibv_sge& sge = wr.sg_list[0];
     const uint32_t length = sge.length;
     const bool is_inline = !read && (wr.send_flags & IBV_SEND_INLINE) != 0;
-    if (__builtin_expect(is_inline && length > static_cast<uint32_t>(options_.max_inline_data), 0)) {
-      return IBV_WC_LOC_LEN_ERR;
-    }
+    if (__builtin_expect(is_inline, 0)) return prepare_general(wr, e);
     char* remote = translate(wr.wr.rdma.remote_addr, length, wr.wr.rdma.rkey);
     if (__builtin_expect(remote == nullptr, 0)) return IBV_WC_REM_ACCESS_ERR;
-    // Inline data is copied at post time on a NIC: no key is checked.
-    char* local = is_inline ? reinterpret_cast<char*>(sge.addr) : device_->local_translate(sge.addr, length, sge.lkey);
+    char* local = device_->local_translate(sge.addr, length, sge.lkey);
     if (__builtin_expect(local == nullptr, 0)) return IBV_WC_LOC_PROT_ERR;
+    e->remote = remote;
+    e->local = local;
+    e->byte_len = length;
     if (read) {
-      CopyWords(local, remote, length);
+      e->action = RingAction::kRead;
+      PrefetchRange<0>(remote, length);
+      __builtin_prefetch(local, 1, 3);
     } else {
-      CopyWords(remote, local, length);
+      e->action = RingAction::kWrite;
+      PrefetchRange<1>(remote, length);
+      __builtin_prefetch(local, 0, 3);
     }
-    *byte_len = length;
     return IBV_WC_SUCCESS;
   }
-  return execute_general(wr, byte_len);
+  return prepare_general(wr, e);
 }
 
 namespace {
@@ -223,18 +295,33 @@ int ShmQueuePair::post_concurrent(ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     return ENOMEM;
   }
   outstanding_ += count;
-  for (ibv_send_wr* w = wr; w != nullptr; w = w->next) {
-    uint32_t byte_len = 0;
-    const ibv_wc_status status = __builtin_expect(error_state_, 0) ? IBV_WC_WR_FLUSH_ERR : execute(*w, &byte_len);
+  const uint64_t ready = cq_->ready_cycles();
+  uint64_t k = 0;
+  for (ibv_send_wr* w = wr; w != nullptr; w = w->next, ++k) {
+    RingEntry* e = cq_->next_entry(k);
+    // Everything the request needs is copied now: the caller may reuse its
+    // work request and scatter list as soon as post_send returns.
+    const ibv_wc_status status = __builtin_expect(error_state_, 0) ? IBV_WC_WR_FLUSH_ERR : prepare(*w, e);
+    e->wr_id = w->wr_id;
+    e->qp = this;
+    e->ready_cycles = ready;
+    e->status = static_cast<uint8_t>(status);
     ++unsignaled_;
     // Failed requests complete whether signaled or not, and move the queue
     // pair to the error state: everything after them is flushed.
     if ((w->send_flags & IBV_SEND_SIGNALED) || __builtin_expect(status != IBV_WC_SUCCESS, 0)) {
-      cq_->push(w->wr_id, status, CompletionOpcode(w->opcode), byte_len, this, unsignaled_);
+      e->retired = static_cast<uint16_t>(unsignaled_);
       unsignaled_ = 0;
-      if (__builtin_expect(status != IBV_WC_SUCCESS, 0)) error_state_ = true;
+      if (__builtin_expect(status != IBV_WC_SUCCESS, 0)) {
+        error_state_ = true;
+        e->action = ActionOf(w->opcode);
+        e->byte_len = 0;
+      }
+    } else {
+      e->retired = 0;
     }
   }
+  cq_->publish(k);
   return 0;
 }
 
@@ -252,18 +339,27 @@ int ShmCompletionQueue::poll(int max_entries, ibv_wc* wc) {
   return poll_unlocked(max_entries, wc);
 }
 
+inline uint64_t ShmCompletionQueue::ready_cycles() const {
+  return latency_cycles_ == 0 ? 0 : Cycles() + latency_cycles_;
+}
+
 [[gnu::always_inline]] inline int ShmCompletionQueue::poll_unlocked(int max_entries, ibv_wc* wc) {
   if (head_ == tail_) return 0;
   const uint64_t now = latency_cycles_ == 0 ? 0 : Cycles();
   int n = 0;
   while (n < max_entries && head_ != tail_) {
-    const Entry& e = ring_[head_ & mask_];
+    const RingEntry& e = ring_[head_ & mask_];
     if (e.ready_cycles > now) break;
+    // Carried out exactly once, in post order, before its completion (and
+    // before any later request's) is handed out.
+    if (__builtin_expect(e.status == IBV_WC_SUCCESS, 1)) Execute(e);
+    ++head_;
+    if (e.retired == 0) continue;  // unsignaled, or its queue pair is gone
     ibv_wc& out = wc[n++];
     // Every field written, without a memset of the whole entry first.
     out.wr_id = e.wr_id;
     out.status = static_cast<ibv_wc_status>(e.status);
-    out.opcode = static_cast<ibv_wc_opcode>(e.opcode);
+    out.opcode = static_cast<ibv_wc_opcode>(kCompletionOpcode[static_cast<int>(e.action)]);
     out.vendor_err = 0;
     out.byte_len = e.byte_len;
     out.imm_data = 0;
@@ -275,9 +371,44 @@ int ShmCompletionQueue::poll(int max_entries, ibv_wc* wc) {
     out.sl = 0;
     out.dlid_path_bits = 0;
     e.qp->retire(e.retired);
-    ++head_;
   }
   return n;
+}
+
+void ShmCompletionQueue::drain_queue_pair(ShmQueuePair* qp) {
+  for (uint64_t i = head_; i != tail_; ++i) {
+    RingEntry& e = ring_[i & mask_];
+    if (e.qp != qp) continue;
+    if (e.status == IBV_WC_SUCCESS && qp->local_still_valid(e)) Execute(e);
+    e.qp = nullptr;
+    e.retired = 0;
+    e.status = IBV_WC_WR_FLUSH_ERR;
+  }
+}
+
+// A buffer deregistered before its request was carried out would take a
+// protection error on a NIC; at queue-pair destruction it is skipped.
+bool ShmQueuePair::local_still_valid(const RingEntry& e) const {
+  const bool captured = e.local == e.u.inline_data ||
+                        (e.local >= side_.data() && e.local < side_.data() + side_.size());
+  switch (e.action) {
+    case RingAction::kRead:
+      return device_->local_registered(e.local, e.byte_len);
+    case RingAction::kWrite:
+      return captured || device_->local_registered(e.local, e.byte_len);
+    case RingAction::kCompareSwap:
+    case RingAction::kFetchAdd:
+      return device_->local_registered(e.local, 8);
+    case RingAction::kReadScatter:
+    case RingAction::kWriteGather: {
+      const auto* list = reinterpret_cast<const ScatterEntry*>(e.local);
+      for (uint64_t j = 0; j < e.u.scatter_count; ++j) {
+        if (!device_->local_registered(list[j].addr, list[j].length)) return false;
+      }
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace smart::shm

@@ -133,6 +133,17 @@ uint32_t ShmDevice::register_local(char* addr, uint64_t length) {
   throw Error("shm transport: more than " + std::to_string(kMaxLocalRegions) + " registered memory regions");
 }
 
+bool ShmDevice::local_registered(const char* addr, uint64_t length) const {
+  std::lock_guard<std::mutex> lock(register_mutex_);
+  const uint64_t a = reinterpret_cast<uint64_t>(addr);
+  for (const LocalRegion& r : local_regions_) {
+    if (r.lkey.load(std::memory_order_relaxed) == 0) continue;
+    const uint64_t base = reinterpret_cast<uint64_t>(r.addr);
+    if (a >= base && length <= r.length && a - base <= r.length - length) return true;
+  }
+  return false;
+}
+
 void ShmDevice::unregister_local(uint32_t lkey) {
   std::lock_guard<std::mutex> lock(register_mutex_);
   const uint32_t index = lkey & 0xffff;
@@ -190,6 +201,10 @@ std::unique_ptr<QueuePair> ShmDevice::create_qp(const QueuePairOptions& options)
   }
   if (options.max_send_wr < 1 || options.max_sge < 1) {
     throw Error("shm transport: max_send_wr and max_sge must be positive");
+  }
+  if (options.max_send_wr > ShmQueuePair::kMaxSendWr) {
+    throw Error("shm transport: max_send_wr " + std::to_string(options.max_send_wr) + " is above the provider's " +
+                std::to_string(ShmQueuePair::kMaxSendWr));
   }
   return std::make_unique<ShmQueuePair>(this, options, next_qp_num_.fetch_add(1));
 }

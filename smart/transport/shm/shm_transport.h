@@ -2,6 +2,13 @@
 // client over a Unix socket after the TCP handshake; the initiator carries
 // out its own work requests on the mapping (memcpy and 8-byte atomics), so
 // the memory blade's CPU does nothing, as with a NIC.
+//
+// Like a NIC, the provider works asynchronously: post_send validates and
+// translates each request, prefetches the lines it will touch and queues it
+// on the completion ring; polling carries the requests out, in post order,
+// just before it hands out their completions. While one task waits, the
+// next ones post and prefetch, so the poller copies from lines that are
+// already arriving instead of taking one cache or TLB miss at a time.
 #pragma once
 
 #include <atomic>
@@ -58,10 +65,55 @@ struct LocalRegion {
 };
 
 class ShmCompletionQueue;
+class ShmQueuePair;
+
+// What carrying out a queued request does.
+enum class RingAction : uint8_t {
+  kRead,          // local <- remote
+  kWrite,         // remote <- local (inline: local is the captured payload)
+  kCompareSwap,   // 8-byte CAS on remote, old value to local
+  kFetchAdd,      // 8-byte FAA on remote, old value to local
+  kReadScatter,   // remote -> the ScatterEntry list at local
+  kWriteGather,   // the ScatterEntry list at local -> remote
+};
+
+// One piece of a request with several scatter entries, kept by its queue pair.
+struct ScatterEntry {
+  char* addr;
+  uint64_t length;
+};
+
+// A posted work request on the completion ring: everything needed to carry
+// it out (translated and checked at post time) and the completion it gives.
+// One cache line.
+struct alignas(64) RingEntry {
+  uint64_t wr_id;
+  ShmQueuePair* qp;        // nullptr once its queue pair was destroyed
+  uint64_t ready_cycles;   // 0 without a modelled latency
+  char* remote;            // in the peer's mapping
+  char* local;             // registered memory, captured inline data, or a ScatterEntry list
+  union {
+    struct {
+      uint64_t compare_add;
+      uint64_t swap;
+    } atomic;
+    char inline_data[16];  // small inline payloads, captured at post time
+    uint64_t scatter_count;
+  } u;
+  uint32_t byte_len;
+  uint16_t retired;        // send-queue slots its completion retires; 0: no completion
+  uint8_t status;          // ibv_wc_status; only IBV_WC_SUCCESS is carried out
+  RingAction action;
+};
+static_assert(sizeof(RingEntry) == 64, "a ring entry is one cache line");
 
 class ShmQueuePair final : public QueuePair {
  public:
   ShmQueuePair(ShmDevice* device, const QueuePairOptions& options, uint32_t qp_num);
+  // Carries out the requests still queued, so that none posted is lost;
+  // their completions are dropped, as ibv_destroy_qp removes a queue pair's
+  // entries from its completion queue.
+  ~ShmQueuePair() override;
   QueuePairEndpoint endpoint() const override;
   void connect(const QueuePairEndpoint& remote, std::shared_ptr<PeerMemory> peer) override;
   int post_send(ibv_send_wr* wr, ibv_send_wr** bad_wr) override;
@@ -71,12 +123,26 @@ class ShmQueuePair final : public QueuePair {
   // when it hands out a completion that retires `count` send-queue slots.
   void retire(uint32_t count) { outstanding_ -= static_cast<int>(count); }
   uint32_t qp_num() const { return qp_num_; }
+  // Whether a queued request's local memory is still registered (cold).
+  bool local_still_valid(const RingEntry& e) const;
+
+  // Largest send queue: a completion's retired count fits RingEntry::retired.
+  static constexpr int kMaxSendWr = 65535;
 
  private:
   int post_locked(ibv_send_wr* wr, ibv_send_wr** bad_wr);
   [[gnu::noinline]] int post_concurrent(ibv_send_wr* wr, ibv_send_wr** bad_wr);
-  ibv_wc_status execute(const ibv_send_wr& wr, uint32_t* byte_len);
-  [[gnu::noinline]] ibv_wc_status execute_general(const ibv_send_wr& wr, uint32_t* byte_len);
+  // Checks and translates one request into `e` (action, remote, local,
+  // byte_len, u) and prefetches its lines; the status it would complete with.
+  ibv_wc_status prepare(const ibv_send_wr& wr, RingEntry* e);
+  [[gnu::noinline]] ibv_wc_status prepare_general(const ibv_send_wr& wr, RingEntry* e);
+  // Room for one request's inline payload or scatter list, reused after
+  // max_send_wr requests: by then the send queue has retired it.
+  char* side_slot() {
+    char* slot = side_.data() + side_next_ * side_stride_;
+    if (++side_next_ == static_cast<uint32_t>(options_.max_send_wr)) side_next_ = 0;
+    return slot;
+  }
   // A peer address in this process; nullptr when the rkey is unknown or the
   // range leaves the region.
   char* translate(uint64_t addr, uint64_t length, uint32_t rkey) const {
@@ -104,34 +170,37 @@ class ShmQueuePair final : public QueuePair {
   bool error_state_ = false;
   uint32_t unsignaled_ = 0;
   int outstanding_ = 0;  // posted work requests not yet retired
+  // Inline payloads above RingEntry::u.inline_data and scatter lists.
+  std::vector<char> side_;
+  size_t side_stride_ = 0;
+  uint32_t side_next_ = 0;
 };
 
 class ShmCompletionQueue final : public CompletionQueue {
  public:
   ShmCompletionQueue(int depth, uint64_t latency_cycles, bool concurrent);
+  // Carries out queued requests in post order, each just before the
+  // completion it belongs to is handed out (unsignaled ones with the next
+  // entry polled after them).
   int poll(int max_entries, ibv_wc* wc) override;
 
-  // Queues a completion; the caller checked free_slots(). Called with
-  // mutex() held when concurrent.
-  void push(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t byte_len, ShmQueuePair* qp,
-            uint32_t retired);
+  // The ring holds every posted request until it is carried out, so a post
+  // needs a free slot per request. Called with mutex() held when concurrent.
   size_t free_slots() const { return mask_ + 1 - (tail_ - head_); }
+  // The k-th entry after the tail; publish(count) makes entries visible.
+  RingEntry* next_entry(uint64_t k) { return &ring_[(tail_ + k) & mask_]; }
+  void publish(uint64_t count) { tail_ += count; }
+  uint64_t ready_cycles() const;
   bool concurrent() const { return concurrent_; }
   std::mutex& mutex() { return mutex_; }
+  // Carries out the queued requests of a queue pair being destroyed and
+  // drops their completions. Called with mutex() held when concurrent.
+  void drain_queue_pair(ShmQueuePair* qp);
 
  private:
-  struct Entry {
-    uint64_t wr_id;
-    ShmQueuePair* qp;
-    uint64_t ready_cycles;
-    uint32_t byte_len;
-    uint32_t retired;
-    uint8_t status;
-    uint8_t opcode;
-  };
   int poll_unlocked(int max_entries, ibv_wc* wc);
 
-  std::vector<Entry> ring_;
+  std::vector<RingEntry> ring_;
   uint64_t mask_;
   uint64_t head_ = 0;
   uint64_t tail_ = 0;
@@ -169,6 +238,9 @@ class ShmDevice final : public Device {
   }
 
   uint64_t latency_cycles() const { return latency_cycles_; }
+  // Whether [addr, addr+length) still lies in one registered region (cold:
+  // a scan, for requests carried out when their queue pair is destroyed).
+  bool local_registered(const char* addr, uint64_t length) const;
 
   static constexpr uint32_t kMaxLocalRegions = 4096;
 
@@ -183,7 +255,7 @@ class ShmDevice final : public Device {
   uint64_t latency_ns_;
   uint64_t latency_cycles_;
   LocalRegion local_regions_[kMaxLocalRegions];
-  std::mutex register_mutex_;
+  mutable std::mutex register_mutex_;
   std::atomic<uint32_t> next_qp_num_{1};
 
   // Memory-blade side: a Unix socket handing out memfds to clients that

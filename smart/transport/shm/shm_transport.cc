@@ -46,6 +46,30 @@ std::string RandomToken() {
 
 std::string Errno(const char* what) { return std::string(what) + ": " + strerror(errno); }
 
+constexpr const char* kShmemHugePages = "/sys/kernel/mm/transparent_hugepage/shmem_enabled";
+// Pools below this size fit the TLB's reach well enough not to mention it.
+constexpr size_t kHugePageHintBytes = 64ull << 20;
+
+// Says once per process when MADV_HUGEPAGE cannot take effect on shared
+// memory, so that random access to a large pool takes a TLB miss per 4 KiB
+// page. Only reads the setting: changing it is the administrator's call.
+void HintHugePages(size_t bytes) {
+  static std::atomic<bool> said{false};
+  if (bytes < kHugePageHintBytes || said.load(std::memory_order_relaxed)) return;
+  const int fd = open(kShmemHugePages, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char buf[128] = {};
+  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return;
+  const std::string setting(buf, static_cast<size_t>(n));
+  if (setting.find("[never]") == std::string::npos && setting.find("[deny]") == std::string::npos) return;
+  if (said.exchange(true)) return;
+  SMART_INFO("shm transport: shared-memory huge pages are off (%s), so the pool uses 4 KiB pages and random "
+             "access takes a TLB miss per page; for 2 MiB pages run: echo advise > %s",
+             kShmemHugePages, kShmemHugePages);
+}
+
 sockaddr_un AbstractAddress(const std::string& name, socklen_t* len) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -170,6 +194,7 @@ std::unique_ptr<MemoryRegion> ShmDevice::allocate_shared_region(size_t bytes) {
   // Huge pages cut TLB misses on random access; they take effect where
   // /sys/kernel/mm/transparent_hugepage/shmem_enabled allows (advise).
   madvise(addr, bytes, MADV_HUGEPAGE);
+  HintHugePages(bytes);
   return std::make_unique<ShmRegion>(this, static_cast<char*>(addr), bytes, fd);
 }
 
@@ -383,6 +408,7 @@ std::shared_ptr<PeerMemory> ShmDevice::import_regions(const std::vector<RemoteRe
       throw Error(message);
     }
     madvise(local, length, MADV_HUGEPAGE);
+    HintHugePages(length);
     peer->regions_.push_back(MappedRegion{r.addr, r.length, r.rkey, static_cast<char*>(local)});
   }
   close_all();

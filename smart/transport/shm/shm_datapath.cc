@@ -59,10 +59,10 @@ constexpr uint64_t kPrefetchLines = 4;
 template <int kForWrite>
 inline void PrefetchRange(const char* p, uint64_t length) {
   __builtin_prefetch(p, kForWrite, 3);
-  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
-  const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + length - 1) & ~uintptr_t{63};
-  if (__builtin_expect(length == 0 || last == first, 1)) return;
-  const uintptr_t stop = std::min<uintptr_t>(last, first + 64 * (kPrefetchLines - 1));
+  const uintptr_t start = reinterpret_cast<uintptr_t>(p);
+  if (__builtin_expect((start & 63) + length <= 64, 1)) return;  // one line
+  const uintptr_t first = start & ~uintptr_t{63};
+  const uintptr_t stop = std::min<uintptr_t>((start + length - 1) & ~uintptr_t{63}, first + 64 * (kPrefetchLines - 1));
   for (uintptr_t line = first + 64; line <= stop; line += 64) {
     __builtin_prefetch(reinterpret_cast<const char*>(line), kForWrite, 3);
   }
@@ -70,6 +70,10 @@ inline void PrefetchRange(const char* p, uint64_t length) {
 
 // Carries out one request whose checks passed at post time.
 inline void Execute(const RingEntry& e) {
+  if (__builtin_expect(e.action == RingAction::kRead, 1)) {
+    CopyWords(e.local, e.remote, e.byte_len);
+    return;
+  }
   switch (e.action) {
     case RingAction::kRead:
       CopyWords(e.local, e.remote, e.byte_len);
@@ -344,17 +348,22 @@ inline uint64_t ShmCompletionQueue::ready_cycles() const {
 }
 
 [[gnu::always_inline]] inline int ShmCompletionQueue::poll_unlocked(int max_entries, ibv_wc* wc) {
-  if (head_ == tail_) return 0;
+  uint64_t head = head_;
+  const uint64_t tail = tail_;
+  if (head == tail) return 0;
   const uint64_t now = latency_cycles_ == 0 ? 0 : Cycles();
+  const RingEntry* const ring = ring_.data();
+  const uint64_t mask = mask_;
   int n = 0;
-  while (n < max_entries && head_ != tail_) {
-    const RingEntry& e = ring_[head_ & mask_];
+  while (n < max_entries && head != tail) {
+    const RingEntry& e = ring[head & mask];
     if (e.ready_cycles > now) break;
     // Carried out exactly once, in post order, before its completion (and
     // before any later request's) is handed out.
     if (__builtin_expect(e.status == IBV_WC_SUCCESS, 1)) Execute(e);
-    ++head_;
+    ++head;
     if (e.retired == 0) continue;  // unsignaled, or its queue pair is gone
+    ShmQueuePair* const qp = e.qp;
     ibv_wc& out = wc[n++];
     // Every field written, without a memset of the whole entry first.
     out.wr_id = e.wr_id;
@@ -363,15 +372,16 @@ inline uint64_t ShmCompletionQueue::ready_cycles() const {
     out.vendor_err = 0;
     out.byte_len = e.byte_len;
     out.imm_data = 0;
-    out.qp_num = e.qp->qp_num();
+    out.qp_num = qp->qp_num();
     out.src_qp = 0;
     out.wc_flags = 0;
     out.pkey_index = 0;
     out.slid = 0;
     out.sl = 0;
     out.dlid_path_bits = 0;
-    e.qp->retire(e.retired);
+    qp->retire(e.retired);
   }
+  head_ = head;
   return n;
 }
 

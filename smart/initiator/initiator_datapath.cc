@@ -204,9 +204,11 @@ SMART_COLD void Initiator::Impl::wait_for_credit(ThreadState* ts, TaskContext* t
   }
 }
 
-SMART_COLD int Initiator::Impl::retry_post(ThreadState* ts, Lane& lane, TaskContext* t, int task) {
+SMART_COLD int Initiator::Impl::retry_post(ThreadState* ts, Lane& lane, ibv_send_wr* first, int task) {
   // The send queue is full (queue pairs shared between threads): make room
-  // by polling, for at most the connection timeout.
+  // by polling, for at most the connection timeout. A provider may have
+  // taken the head of the list before it ran out of room; only the rest
+  // (from the request it reported as not posted) is posted again.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config.connect_timeout_ms);
   int rc = ENOMEM;
   while (rc == ENOMEM && std::chrono::steady_clock::now() < deadline) {
@@ -216,7 +218,8 @@ SMART_COLD int Initiator::Impl::retry_post(ThreadState* ts, Lane& lane, TaskCont
       poll(ts);
     }
     ibv_send_wr* bad = nullptr;
-    rc = lane.qp->post_send(&t->wr[0], &bad);
+    rc = lane.qp->post_send(first, &bad);
+    if (rc == ENOMEM && bad != nullptr) first = bad;
   }
   return rc;
 }
@@ -260,7 +263,7 @@ SMART_HOT_INLINE Status Initiator::Impl::post(ThreadState* ts, TaskContext* t, i
   last.next = nullptr;
   ibv_send_wr* bad = nullptr;
   int rc = lane.qp->post_send(&t->wr[0], &bad);
-  if (__builtin_expect(rc == ENOMEM, 0)) rc = retry_post(ts, lane, t, task);
+  if (__builtin_expect(rc == ENOMEM, 0)) rc = retry_post(ts, lane, bad != nullptr ? bad : &t->wr[0], task);
   t->count = 0;
   if (__builtin_expect(rc != 0, 0)) return post_error(lane, n, rc);
   const uint64_t posted = lane.posted + static_cast<uint64_t>(n);

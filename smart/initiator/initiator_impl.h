@@ -214,7 +214,9 @@ struct Initiator::Impl {
   inline void handle_completion(ThreadState* ts, const ibv_wc& wc);
   // Out of line: the rare branches of the above.
   void wait_for_credit(ThreadState* ts, TaskContext* t, int task, int n);
-  int retry_post(ThreadState* ts, Lane& lane, TaskContext* t, int task);
+  // Posts `first` and the requests linked after it once the send queue has
+  // room; returns 0 or the provider's errno value.
+  int retry_post(ThreadState* ts, Lane& lane, ibv_send_wr* first, int task);
   Status post_error(const Lane& lane, int n, int rc) const;
   Status add_target(ThreadState* ts, TaskContext* t, int task, node_t node, uint64_t seq);
   Status wait_failed(ThreadState* ts, TaskContext* t, const Status& posted);

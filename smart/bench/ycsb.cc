@@ -1,6 +1,8 @@
 #include "smart/ycsb.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <numeric>
 
 #include "smart/status.h"
@@ -81,18 +83,23 @@ uint64_t PermuteKey(uint64_t id, uint64_t n) {
   if (n <= 1) return 0;
   // x -> (x * a + c) mod n is a bijection when gcd(a, n) = 1; pick the first
   // such a at or above a large odd constant.
-  // The multiplier depends only on n: remember it for the last n seen.
-  thread_local uint64_t cached_n = 0, cached_a = 0;
-  if (cached_n != n) {
+  // The multiplier and offset depend only on n: remember them for the last
+  // n seen.
+  thread_local uint64_t cached_n = 0, cached_a = 0, cached_c = 0;
+  if (__builtin_expect(cached_n != n, 0)) {
     uint64_t m = 0x9e3779b97f4a7c15ull % n;
     if (m < 2) m = 2;
     while (std::gcd(m, n) != 1) ++m;
     cached_n = n;
     cached_a = m;
+    cached_c = 0x632be59bd9b4e019ull % n;
   }
-  const uint64_t a = cached_a;
-  const unsigned __int128 x = static_cast<unsigned __int128>(id % n) * a + 0x632be59bd9b4e019ull % n;
-  return static_cast<uint64_t>(x % n);
+  const uint64_t a = cached_a, c = cached_c;
+  const uint64_t x = id < n ? id : id % n;
+  // With n <= 2^32, x * a + c <= (n - 1)^2 + n - 1 < 2^64: 64-bit
+  // arithmetic gives the same result without a 128-bit division.
+  if (n <= (uint64_t{1} << 32)) return (x * a + c) % n;
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(x) * a + c) % n);
 }
 
 OperationGenerator::OperationGenerator(const Workload& workload, const ZipfianParams& params,
@@ -130,10 +137,25 @@ Operation OperationGenerator::next() {
 }
 
 void FormatKey(uint64_t id, int width, char* out) {
-  for (int i = width - 1; i >= 0; --i) {
-    out[i] = static_cast<char>('0' + id % 10);
-    id /= 10;
+  // Two digits per division; the digits are those of id mod 10^width.
+  static constexpr char kPairs[] =
+      "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+      "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+      "8081828384858687888990919293949596979899";
+  int i = width;
+  for (; i >= 2 && id > UINT32_MAX; i -= 2) {
+    const uint64_t q = id / 100;
+    memcpy(out + i - 2, kPairs + 2 * (id - q * 100), 2);
+    id = q;
   }
+  // The rest in 32-bit arithmetic (a cheaper division by 100).
+  auto rest = static_cast<uint32_t>(id);
+  for (; i >= 2; i -= 2) {
+    const uint32_t q = rest / 100;
+    memcpy(out + i - 2, kPairs + 2 * (rest - q * 100), 2);
+    rest = q;
+  }
+  if (i == 1) out[0] = static_cast<char>('0' + (id > UINT32_MAX ? id % 10 : rest % 10));
 }
 
 void FormatValue(Random& random, int width, char* out) {

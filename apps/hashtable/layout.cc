@@ -38,6 +38,14 @@ __attribute__((target("sse4.2"))) uint32_t Crc32cHardware(const void* data, size
     c = _mm_crc32_u64(c, word);
   }
   uint32_t c32 = static_cast<uint32_t>(c);
+  // A block's checked length is 64k - 4: its tail is one 4-byte step (the
+  // same CRC as four 1-byte steps).
+  if (i + 4 <= length) {
+    uint32_t word;
+    memcpy(&word, p + i, 4);
+    c32 = _mm_crc32_u32(c32, word);
+    i += 4;
+  }
   for (; i < length; ++i) c32 = _mm_crc32_u8(c32, p[i]);
   return ~c32;
 }
@@ -89,31 +97,73 @@ BlockCheck CheckBlock(const char* block, size_t length, uint8_t expected_tag) {
   return BlockCheck::kValid;
 }
 
-uint64_t HashBytes(const void* data, size_t length, uint64_t seed) {
+namespace {
+
+// HashBytes of one buffer under kSeeds seeds at once: the loads and the
+// loop are shared, each seed's chain of mixes is the one HashBytes runs.
+template <int kSeeds>
+inline void HashBytesMulti(const void* data, size_t length, const uint64_t (&seeds)[kSeeds], uint64_t (&out)[kSeeds]) {
   const auto* p = static_cast<const uint8_t*>(data);
-  uint64_t h = seed ^ (length * 0x9e3779b97f4a7c15ull);
+  uint64_t h[kSeeds];
+  for (int k = 0; k < kSeeds; ++k) h[k] = seeds[k] ^ (length * 0x9e3779b97f4a7c15ull);
   size_t i = 0;
   for (; i + 8 <= length; i += 8) {
     uint64_t word;
     memcpy(&word, p + i, 8);
-    h = Mix(h ^ word) + 0x9e3779b97f4a7c15ull;
+    for (int k = 0; k < kSeeds; ++k) h[k] = Mix(h[k] ^ word) + 0x9e3779b97f4a7c15ull;
   }
   if (i < length) {
     uint64_t word = 0;
     memcpy(&word, p + i, length - i);
-    h = Mix(h ^ word ^ (uint64_t{0xff} << 56)) + 0x9e3779b97f4a7c15ull;
+    word ^= uint64_t{0xff} << 56;
+    for (int k = 0; k < kSeeds; ++k) h[k] = Mix(h[k] ^ word) + 0x9e3779b97f4a7c15ull;
   }
-  return Mix(h);
+  for (int k = 0; k < kSeeds; ++k) out[k] = Mix(h[k]);
+}
+
+inline int ShardFromHash(uint64_t h, int shards) {
+  return static_cast<int>(((h >> 32) * static_cast<uint64_t>(shards)) >> 32);
+}
+
+}  // namespace
+
+uint64_t HashBytes(const void* data, size_t length, uint64_t seed) {
+  const uint64_t seeds[1] = {seed};
+  uint64_t out[1];
+  HashBytesMulti<1>(data, length, seeds, out);
+  return out[0];
 }
 
 KeyHash HashKey(std::string_view key) {
-  return KeyHash{HashBytes(key.data(), key.size(), kSeedPrimary), HashBytes(key.data(), key.size(), kSeedSecondary)};
+  if (key.size() == 8) {
+    // The common 8-byte key: HashBytes' one full word, unrolled.
+    uint64_t word;
+    memcpy(&word, key.data(), 8);
+    constexpr uint64_t kLengthMix = 8 * 0x9e3779b97f4a7c15ull;
+    return KeyHash{Mix(Mix(kSeedPrimary ^ kLengthMix ^ word) + 0x9e3779b97f4a7c15ull),
+                   Mix(Mix(kSeedSecondary ^ kLengthMix ^ word) + 0x9e3779b97f4a7c15ull)};
+  }
+  static constexpr uint64_t kSeeds[2] = {kSeedPrimary, kSeedSecondary};
+  uint64_t out[2];
+  HashBytesMulti<2>(key.data(), key.size(), kSeeds, out);
+  return KeyHash{out[0], out[1]};
 }
 
 int ShardOf(std::string_view key, int shards) {
   if (shards <= 1) return 0;
-  const uint64_t h = HashBytes(key.data(), key.size(), kSeedShard);
-  return static_cast<int>(((h >> 32) * static_cast<uint64_t>(shards)) >> 32);
+  return ShardFromHash(HashBytes(key.data(), key.size(), kSeedShard), shards);
+}
+
+KeyHash HashKeyAndShard(std::string_view key, int shards, int* shard) {
+  if (shards <= 1) {
+    *shard = 0;
+    return HashKey(key);
+  }
+  static constexpr uint64_t kSeeds[3] = {kSeedPrimary, kSeedSecondary, kSeedShard};
+  uint64_t out[3];
+  HashBytesMulti<3>(key.data(), key.size(), kSeeds, out);
+  *shard = ShardFromHash(out[2], shards);
+  return KeyHash{out[0], out[1]};
 }
 
 void BucketIndices(const KeyHash& hash, uint64_t groups, uint64_t* first, uint64_t* second) {

@@ -177,6 +177,8 @@ struct KeyHash {
 uint64_t HashBytes(const void* data, size_t length, uint64_t seed);
 KeyHash HashKey(std::string_view key);
 int ShardOf(std::string_view key, int shards);
+// ShardOf and HashKey of one key in a single pass over it (same values).
+KeyHash HashKeyAndShard(std::string_view key, int shards, int* shard);
 // Bucket index for hash word `h` in a subtable of `groups` groups.
 inline uint64_t BucketIndex(uint64_t h, uint64_t groups) { return ((h >> 32) * (2 * groups)) >> 32; }
 // The two bucket indices of a key; never equal.

@@ -68,6 +68,16 @@ const Status& NotFoundStatus() {
   return s;
 }
 
+// value = v, without std::string's general replace when the length is
+// unchanged (the common case: a caller reusing its string for one table).
+inline void AssignValue(std::string* value, std::string_view v) {
+  if (value->size() == v.size()) {
+    if (!v.empty()) memcpy(value->data(), v.data(), v.size());
+  } else {
+    value->assign(v.data(), v.size());
+  }
+}
+
 Status TooManyAttempts() { return Status::Internal("hash table: an operation kept retrying (table busy or corrupt)"); }
 
 }  // namespace
@@ -448,18 +458,17 @@ class Ops {
 
   // ---- operations ----
 
-  Status search(int si, const HashTable::Shard& sh, std::string_view key, std::string* value) {
+  Status search(int si, const HashTable::Shard& sh, std::string_view key, const KeyHash& h, std::string* value) {
     TaskBuffers* tb = nullptr;
     Status s = task_buffers(&tb);
     if (!s.ok()) return s;
-    const KeyHash h = HashKey(key);
     if (CacheEntry* e = cache_find(h.primary)) {
       bool hit;
       std::string_view found;
       s = speculative_read(key, h, *tb, e, &hit, &found);
       if (!s.ok()) return s;
       if (hit) {
-        value->assign(found.data(), found.size());
+        AssignValue(value, found);
         return Status::OK();
       }
     }
@@ -478,7 +487,7 @@ class Ops {
       s = find_key(sh, key, h, v, *tb, &r);
       if (!s.ok()) return s;
       if (r.copies > 0) {
-        value->assign(r.first.value.data(), r.first.value.size());
+        AssignValue(value, r.first.value);
         if (options_.speculative_lookup) cache_put(h.primary, GlobalAddress(sh.node, r.first.slot_offset), r.first.slot_value);
         return Status::OK();
       }
@@ -499,7 +508,8 @@ class Ops {
 
   // Update (insert == false) or upsert (insert == true) of `key` with
   // `value`.
-  Status write(int si, const HashTable::Shard& sh, std::string_view key, std::string_view value, bool insert) {
+  Status write(int si, const HashTable::Shard& sh, std::string_view key, const KeyHash& h, std::string_view value,
+               bool insert) {
     TaskBuffers* tb = nullptr;
     Status s = task_buffers(&tb);
     if (!s.ok()) return s;
@@ -508,7 +518,6 @@ class Ops {
       return Status::InvalidArgument("hash table: key and value of " + std::to_string(key.size()) + " and " +
                                      std::to_string(value.size()) + " bytes do not fit in a block (4032 bytes)");
     }
-    const KeyHash h = HashKey(key);
     BackoffGuard g(tc_.backoff);
     uint64_t offset;
     uint8_t tag;
@@ -693,11 +702,10 @@ class Ops {
     return TooManyAttempts();
   }
 
-  Status remove(int si, const HashTable::Shard& sh, std::string_view key) {
+  Status remove(int si, const HashTable::Shard& sh, std::string_view key, const KeyHash& h) {
     TaskBuffers* tb = nullptr;
     Status s = task_buffers(&tb);
     if (!s.ok()) return s;
-    const KeyHash h = HashKey(key);
     BackoffGuard g(tc_.backoff);
     cache_erase(h.primary);
     bool confirmed = false, removed = false;
@@ -747,12 +755,11 @@ class Ops {
     return TooManyAttempts();
   }
 
-  Status read_modify_write(int si, const HashTable::Shard& sh, std::string_view key,
+  Status read_modify_write(int si, const HashTable::Shard& sh, std::string_view key, const KeyHash& h,
                            const std::function<void(std::string*)>& modify) {
     TaskBuffers* tb = nullptr;
     Status s = task_buffers(&tb);
     if (!s.ok()) return s;
-    const KeyHash h = HashKey(key);
     BackoffGuard g(tc_.backoff);
     bool confirmed = false;
     bool have_block = false;
@@ -1097,8 +1104,24 @@ GlobalAddress BuildTable(Initiator& in, node_t node, const Geometry& geometry) {
 
 }  // namespace
 
+namespace {
+
+// Tables get ids that are never reused, so a thread's remembered context can
+// never belong to a destroyed table that a new one replaced at its address.
+std::atomic<uint64_t> g_next_table_id{1};
+
+// The context the calling thread used last, and its table's id: one table
+// per thread in the common case, found without ThreadId().
+struct LastContext {
+  uint64_t table_id = 0;
+  HashTable::ThreadContext* context = nullptr;
+};
+thread_local LastContext tls_last_context;
+
+}  // namespace
+
 HashTable::HashTable(Initiator& initiator, const SmartConfig& config, int shards, const TableOptions& options)
-    : initiator_(initiator), config_(config), options_(options) {
+    : initiator_(initiator), config_(config), options_(options), id_(g_next_table_id.fetch_add(1)) {
   if (shards < 1 || shards > kMaxNodes) throw Error("hash table: shard count must be within 1..256");
   if (options_.speculative_cache_entries & (options_.speculative_cache_entries - 1)) {
     throw Error("hash table: speculative_cache_entries must be a power of two");
@@ -1153,9 +1176,18 @@ HashTable::HashTable(Initiator& initiator, const SmartConfig& config, int shards
 HashTable::~HashTable() = default;
 
 HashTable::ThreadContext& HashTable::context() {
+  LastContext& last = tls_last_context;
+  if (__builtin_expect(last.table_id == id_, 1)) return *last.context;
+  ThreadContext& tc = context_slow();
+  last.table_id = id_;
+  last.context = &tc;
+  return tc;
+}
+
+HashTable::ThreadContext& HashTable::context_slow() {
   const int id = ThreadId();
   ThreadContext* tc = contexts_[id].get();
-  if (__builtin_expect(tc != nullptr, 1)) return *tc;
+  if (tc != nullptr) return *tc;
   std::lock_guard<std::mutex> lock(contexts_mutex_);
   contexts_[id] = std::make_unique<ThreadContext>(config_, shards_.size());
   tc = contexts_[id].get();
@@ -1168,33 +1200,45 @@ HashTable::ThreadContext& HashTable::context() {
 }
 
 Status HashTable::search(std::string_view key, std::string* value) {
-  const int si = ShardOf(key, shards());
-  Ops ops(initiator_, options_, context());
-  return ops.search(si, *shards_[si], key, value);
+  int si;
+  const KeyHash h = HashKeyAndShard(key, shards(), &si);
+  ThreadContext& tc = context();
+  // The cache entry is a likely miss: start loading it now.
+  if (!tc.cache.empty()) __builtin_prefetch(&tc.cache[h.primary & tc.cache_mask]);
+  Ops ops(initiator_, options_, tc);
+  return ops.search(si, *shards_[si], key, h, value);
 }
 
 Status HashTable::insert(std::string_view key, std::string_view value) {
-  const int si = ShardOf(key, shards());
-  Ops ops(initiator_, options_, context());
-  return ops.write(si, *shards_[si], key, value, true);
+  int si;
+  const KeyHash h = HashKeyAndShard(key, shards(), &si);
+  ThreadContext& tc = context();
+  if (!tc.cache.empty()) __builtin_prefetch(&tc.cache[h.primary & tc.cache_mask]);
+  Ops ops(initiator_, options_, tc);
+  return ops.write(si, *shards_[si], key, h, value, true);
 }
 
 Status HashTable::update(std::string_view key, std::string_view value) {
-  const int si = ShardOf(key, shards());
-  Ops ops(initiator_, options_, context());
-  return ops.write(si, *shards_[si], key, value, false);
+  int si;
+  const KeyHash h = HashKeyAndShard(key, shards(), &si);
+  ThreadContext& tc = context();
+  if (!tc.cache.empty()) __builtin_prefetch(&tc.cache[h.primary & tc.cache_mask]);
+  Ops ops(initiator_, options_, tc);
+  return ops.write(si, *shards_[si], key, h, value, false);
 }
 
 Status HashTable::read_modify_write(std::string_view key, const std::function<void(std::string*)>& modify) {
-  const int si = ShardOf(key, shards());
+  int si;
+  const KeyHash h = HashKeyAndShard(key, shards(), &si);
   Ops ops(initiator_, options_, context());
-  return ops.read_modify_write(si, *shards_[si], key, modify);
+  return ops.read_modify_write(si, *shards_[si], key, h, modify);
 }
 
 Status HashTable::remove(std::string_view key) {
-  const int si = ShardOf(key, shards());
+  int si;
+  const KeyHash h = HashKeyAndShard(key, shards(), &si);
   Ops ops(initiator_, options_, context());
-  return ops.remove(si, *shards_[si], key);
+  return ops.remove(si, *shards_[si], key, h);
 }
 
 Status HashTable::count_copies(std::string_view key, int* copies) {

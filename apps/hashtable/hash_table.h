@@ -100,10 +100,12 @@ class HashTable {
 
  private:
   ThreadContext& context();
+  ThreadContext& context_slow();
 
   Initiator& initiator_;
   SmartConfig config_;
   TableOptions options_;
+  const uint64_t id_;  // unique per table in the process
   std::vector<std::unique_ptr<Shard>> shards_;
   std::mutex contexts_mutex_;
   std::unique_ptr<ThreadContext> contexts_[kMaxThreads];

@@ -347,6 +347,21 @@ class Ops {
     return Status::OK();
   }
 
+  // Reads the key's candidate buckets through a current directory entry (a
+  // stale one is refreshed and the read repeated) and finds the key's copies.
+  Status locate(int si, const HashTable::Shard& sh, std::string_view key, const KeyHash& h, TaskBuffers& tb,
+                BackoffGuard* g, View* v, FindResult* r) {
+    for (uint64_t attempt = 0; attempt < kMaxAttempts; ++attempt) {
+      bool stale;
+      Status s = read_candidates(si, sh, h, tb, v, &stale);
+      if (!s.ok()) return s;
+      if (!stale) return find_key(sh, key, h, *v, tb, r);
+      s = handle_stale(si, sh, h, v->dir_entry, g);
+      if (!s.ok()) return s;
+    }
+    return TooManyAttempts();
+  }
+
   // ---- blocks ----
 
   Status alloc_block(int si, const HashTable::Shard& sh, size_t units, uint64_t* offset, uint8_t* tag) {
@@ -475,16 +490,8 @@ class Ops {
     bool confirmed = false;
     for (uint64_t attempt = 0; attempt < kMaxAttempts; ++attempt) {
       View v;
-      bool stale;
-      s = read_candidates(si, sh, h, *tb, &v, &stale);
-      if (!s.ok()) return s;
-      if (stale) {
-        s = handle_stale(si, sh, h, v.dir_entry, nullptr);
-        if (!s.ok()) return s;
-        continue;
-      }
       FindResult r;
-      s = find_key(sh, key, h, v, *tb, &r);
+      s = locate(si, sh, key, h, *tb, nullptr, &v, &r);
       if (!s.ok()) return s;
       if (r.copies > 0) {
         AssignValue(value, r.first.value);
@@ -560,16 +567,8 @@ class Ops {
     bool confirmed = false;
     for (uint64_t attempt = 0; attempt < kMaxAttempts; ++attempt) {
       View v;
-      bool stale;
-      s = read_candidates(si, sh, h, *tb, &v, &stale);
-      if (!s.ok()) return s;
-      if (stale) {
-        s = handle_stale(si, sh, h, v.dir_entry, &g);
-        if (!s.ok()) return s;
-        continue;
-      }
       FindResult r;
-      s = find_key(sh, key, h, v, *tb, &r);
+      s = locate(si, sh, key, h, *tb, &g, &v, &r);
       if (!s.ok()) return s;
       if (r.copies == 0 && r.retry) {
         g.retry_task();
@@ -662,16 +661,8 @@ class Ops {
                            BackoffGuard& g) {
     for (uint64_t attempt = 0; attempt < kMaxAttempts; ++attempt) {
       View v;
-      bool stale;
-      Status s = read_candidates(si, sh, h, tb, &v, &stale);
-      if (!s.ok()) return s;
-      if (stale) {
-        s = handle_stale(si, sh, h, v.dir_entry, &g);
-        if (!s.ok()) return s;
-        continue;
-      }
       FindResult r;
-      s = find_key(sh, key, h, v, tb, &r);
+      Status s = locate(si, sh, key, h, tb, &g, &v, &r);
       if (!s.ok()) return s;
       if (r.retry) {
         g.retry_task();
@@ -711,16 +702,8 @@ class Ops {
     bool confirmed = false, removed = false;
     for (uint64_t attempt = 0; attempt < kMaxAttempts; ++attempt) {
       View v;
-      bool stale;
-      s = read_candidates(si, sh, h, *tb, &v, &stale);
-      if (!s.ok()) return s;
-      if (stale) {
-        s = handle_stale(si, sh, h, v.dir_entry, &g);
-        if (!s.ok()) return s;
-        continue;
-      }
       FindResult r;
-      s = find_key(sh, key, h, v, *tb, &r);
+      s = locate(si, sh, key, h, *tb, &g, &v, &r);
       if (!s.ok()) return s;
       if (r.copies == 0 && r.retry) {
         g.retry_task();
@@ -773,16 +756,8 @@ class Ops {
     };
     for (uint64_t attempt = 0; attempt < kMaxAttempts; ++attempt) {
       View v;
-      bool stale;
-      s = read_candidates(si, sh, h, *tb, &v, &stale);
-      if (!s.ok()) return s;
-      if (stale) {
-        s = handle_stale(si, sh, h, v.dir_entry, &g);
-        if (!s.ok()) return s;
-        continue;
-      }
       FindResult r;
-      s = find_key(sh, key, h, v, *tb, &r);
+      s = locate(si, sh, key, h, *tb, &g, &v, &r);
       if (!s.ok()) return s;
       if (r.copies == 0 && r.retry) {
         g.retry_task();
@@ -1039,15 +1014,7 @@ class Ops {
     if (!s.ok()) return s;
     const KeyHash h = HashKey(key);
     for (uint64_t attempt = 0; attempt < kMaxAttempts; ++attempt) {
-      bool stale;
-      s = read_candidates(si, sh, h, *tb, view, &stale);
-      if (!s.ok()) return s;
-      if (stale) {
-        s = handle_stale(si, sh, h, view->dir_entry, nullptr);
-        if (!s.ok()) return s;
-        continue;
-      }
-      s = find_key(sh, key, h, *view, *tb, r);
+      s = locate(si, sh, key, h, *tb, nullptr, view, r);
       if (!s.ok()) return s;
       if (r->retry) {
         this_task::yield();

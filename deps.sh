@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the SMART framework needs to build, test and run on Debian 12
-# (or Ubuntu 22.04+). Safe to run more than once. Needs root (or sudo).
+# with apt-get. Safe to run more than once. Needs root (or sudo).
 #
 #   ./deps.sh            build, unit and integration test dependencies
 #   ./deps.sh --softroce also what the Soft-RoCE test tier boots (QEMU, a kernel)

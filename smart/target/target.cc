@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <numa.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -94,6 +95,26 @@ void Target::Impl::reap_handshakes(bool all) {
   }
 }
 
+namespace {
+
+// Binds the pool's pages (none is touched yet but the super chunk) to the
+// NIC's NUMA node, so the NIC's DMA does not cross the interconnect.
+void PlaceOnNumaNode(const BackendConfig& config, char* base, uint64_t bytes) {
+  const int node = config.nic_numa_node;
+  if (numa_available() < 0) {
+    SMART_WARN("%s: nic_numa_node %d ignored: this system has no NUMA support", config.source.c_str(), node);
+    return;
+  }
+  if (node > numa_max_node()) {
+    throw Error(config.source + ": key \"nic_numa_node\": expected -1 or a NUMA node of this machine (0.." +
+                std::to_string(numa_max_node()) + "), found " + std::to_string(node));
+  }
+  numa_tonode_memory(base, bytes, node);
+  SMART_INFO("memory blade: pool bound to NUMA node %d", node);
+}
+
+}  // namespace
+
 Target::Target(const SmartConfig& smart_config, const BackendConfig& backend_config)
     : impl_(std::make_unique<Impl>()) {
   impl_->smart_config = smart_config;
@@ -108,6 +129,7 @@ Target::Target(const SmartConfig& smart_config, const BackendConfig& backend_con
   impl_->pool = impl_->device->allocate_shared_region(bytes);
   base_ = static_cast<char*>(impl_->pool->addr());
   capacity_ = bytes;
+  if (backend_config.nic_numa_node >= 0) PlaceOnNumaNode(backend_config, base_, bytes);
   SuperChunk* sc = super_chunk();
   memset(static_cast<void*>(sc), 0, sizeof(SuperChunk));
   sc->max_chunk = bytes / kChunkSize;

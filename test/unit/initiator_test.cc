@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <numa.h>
 
 #include <chrono>
 #include <cstring>
@@ -247,6 +248,37 @@ TEST_F(InitiatorTest, DeadMemoryBladeGivesAnErrorNotAHang) {
   EXPECT_NE(s.message().find("memory node 0"), std::string::npos) << s.ToString();
   // Later calls fail at once with the same cause.
   EXPECT_EQ(initiator_->read(buffer_, GlobalAddress(0, 0), 8).code(), Status::Code::kPeerFailed);
+}
+
+TEST(MemoryBlade, NumaNodeThatDoesNotExistIsNamed) {
+  BackendConfig backend;
+  backend.source = "backend.json";
+  backend.capacity = 4;
+  backend.tcp_port = 0;
+  backend.nic_numa_node = 4000;  // no machine has that many nodes
+  // Without NUMA support the key is ignored with a warning instead.
+  if (numa_available() < 0) GTEST_SKIP() << "no NUMA support on this system";
+  try {
+    Target target(testing::TestConfig(), backend);
+    FAIL() << "a memory blade started on NUMA node 4000";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("backend.json"), std::string::npos) << what;
+    EXPECT_NE(what.find("nic_numa_node"), std::string::npos) << what;
+    EXPECT_NE(what.find("4000"), std::string::npos) << what;
+  }
+}
+
+TEST(MemoryBlade, PoolOnNumaNodeZeroWorks) {
+  BackendConfig backend;
+  backend.source = "backend.json";
+  backend.capacity = 4;
+  backend.tcp_port = 0;
+  backend.nic_numa_node = 0;
+  Target target(testing::TestConfig(), backend);
+  target.set_root_entry(3, 42);
+  EXPECT_EQ(target.get_root_entry(3), 42u);
+  EXPECT_EQ(target.super_chunk()->max_chunk, (uint64_t{4} << 20) / kChunkSize);
 }
 
 TEST(InitiatorConnect, ClosedPortIsAClearErrorWithinTheTimeout) {

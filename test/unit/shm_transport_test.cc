@@ -292,16 +292,13 @@ TEST_F(ShmTransportTest, AtomicsFromTwoThreadsNeverLoseAnUpdate) {
   auto* word = reinterpret_cast<uint64_t*>(pool_bytes() + 4096);
   *word = 0;
   constexpr int kAdds = 20000;
-  auto worker = [&](QueuePair* qp, CompletionQueue* cq, char* result) {
-    ibv_sge sge{reinterpret_cast<uint64_t>(result), 8, local_->lkey()};
-    ibv_send_wr wr{};
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.atomic.remote_addr = remote(4096);
-    wr.wr.atomic.rkey = pool_->rkey();
+  // Requests are built here: Request() is not meant for concurrent callers.
+  auto add_one = [&](char* result) {
+    ibv_send_wr wr = Request(IBV_WR_ATOMIC_FETCH_AND_ADD, 4096, result, 8);
     wr.wr.atomic.compare_add = 1;
+    return wr;
+  };
+  auto worker = [&](QueuePair* qp, CompletionQueue* cq, ibv_send_wr wr) {
     ibv_wc wc;
     for (int i = 0; i < kAdds; ++i) {
       ibv_send_wr* bad;
@@ -311,8 +308,8 @@ TEST_F(ShmTransportTest, AtomicsFromTwoThreadsNeverLoseAnUpdate) {
       ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
     }
   };
-  std::thread t1(worker, qp_.get(), cq_.get(), local_buffer_.data());
-  std::thread t2(worker, qp2.get(), cq2.get(), local_buffer_.data() + 64);
+  std::thread t1(worker, qp_.get(), cq_.get(), add_one(local_buffer_.data()));
+  std::thread t2(worker, qp2.get(), cq2.get(), add_one(local_buffer_.data() + 64));
   t1.join();
   t2.join();
   EXPECT_EQ(*word, 2u * kAdds);
@@ -497,16 +494,13 @@ TEST_F(ShmTransportTest, AQueuePairSharedByThreadsOnAConcurrentQueueLosesNoUpdat
   *word = 0;
   constexpr int kAdds = 20000;
   std::atomic<int> completed{0};
-  auto worker = [&](char* result) {
-    ibv_sge sge{reinterpret_cast<uint64_t>(result), 8, local_->lkey()};
-    ibv_send_wr wr{};
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.atomic.remote_addr = remote(3904);
-    wr.wr.atomic.rkey = pool_->rkey();
+  // Requests are built here: Request() is not meant for concurrent callers.
+  auto add_one = [&](char* result) {
+    ibv_send_wr wr = Request(IBV_WR_ATOMIC_FETCH_AND_ADD, 3904, result, 8);
     wr.wr.atomic.compare_add = 1;
+    return wr;
+  };
+  auto worker = [&](ibv_send_wr wr) {
     ibv_wc wc[8];
     for (int i = 0; i < kAdds;) {
       ibv_send_wr* bad;
@@ -518,8 +512,8 @@ TEST_F(ShmTransportTest, AQueuePairSharedByThreadsOnAConcurrentQueueLosesNoUpdat
       completed += n;
     }
   };
-  std::thread t1(worker, local_buffer_.data());
-  std::thread t2(worker, local_buffer_.data() + 64);
+  std::thread t1(worker, add_one(local_buffer_.data()));
+  std::thread t2(worker, add_one(local_buffer_.data() + 64));
   t1.join();
   t2.join();
   ibv_wc wc[8];

@@ -66,6 +66,39 @@ static_assert(sizeof(SuperChunk) == 2064);
 constexpr size_t kSuperChunkAllocOffset = offsetof(SuperChunk, alloc_chunk);
 constexpr size_t kRootEntryOffset = offsetof(SuperChunk, root_entries);
 
+// The rest of chunk 0 holds two tables the memory blade keeps for its
+// clients:
+//   [4 KiB, 8 KiB)   the registry of named roots (include/smart/named_root.h),
+//                    kMaxNamedRoots entries of 64 bytes;
+//   [8 KiB, 16 KiB)  the session table: one word per session slot, written
+//                    only by the memory blade (alive bit | incarnation), so
+//                    that a client can tell with one READ whether the holder
+//                    of a lock is still connected.
+constexpr size_t kNamedRootRegistryOffset = 4096;
+constexpr int kMaxNamedRoots = 64;
+constexpr size_t kNamedRootEntrySize = 64;
+constexpr size_t kSessionTableOffset = 8192;
+// Slot 0 is never handed out, so that no lock word of a live owner is 0.
+constexpr int kMaxSessions = 1024;
+static_assert(kNamedRootRegistryOffset >= sizeof(SuperChunk));
+static_assert(kNamedRootRegistryOffset + kMaxNamedRoots * kNamedRootEntrySize <= kSessionTableOffset);
+static_assert(kSessionTableOffset + 8 * kMaxSessions <= kChunkSize);
+
+// Session word: bit 63 set while the session is connected; bits 0-13 the
+// incarnation of the slot, bumped each time the slot is handed out again.
+constexpr uint64_t kSessionAliveBit = uint64_t{1} << 63;
+constexpr int kSessionIncarnationBits = 14;
+constexpr uint64_t kSessionIncarnationMask = (uint64_t{1} << kSessionIncarnationBits) - 1;
+inline uint64_t SessionWordAddress(int slot) { return kSessionTableOffset + 8 * static_cast<uint64_t>(slot); }
+
+// Who a client is to one memory blade: the session slot and incarnation the
+// blade gave it at the handshake. Lock words on that blade name their owner
+// with it.
+struct SessionId {
+  uint16_t slot = 0;         // 1 .. kMaxSessions-1; 0: not connected
+  uint16_t incarnation = 0;  // kSessionIncarnationBits bits
+};
+
 // How an operation is issued: queued only, queued and posted, or posted and
 // waited for together with everything the task queued before it.
 enum class Option { kNone, kPost, kSync };

@@ -103,7 +103,7 @@ struct BackendConfig {
   uint64_t capacity = 16000;  // MiB
   int tcp_port = 12345;
   int nic_numa_node = -1;     // -1: no pinning
-  int max_clients = 1024;
+  int max_clients = 1023;    // sessions at once (the session table has 1023 slots)
 
   static BackendConfig LoadFile(const std::string& path);
   static BackendConfig Parse(const std::string& text, const std::string& source);

@@ -43,6 +43,9 @@ class Initiator {
   bool connected(node_t node) const;
   // Size in bytes of a memory blade's main memory region.
   uint64_t remote_capacity(node_t node) const;
+  // This client's session on memory blade `node` (slot 0 when not
+  // connected): the owner that lock words on that blade name.
+  SessionId session(node_t node) const;
 
   // A buffer inside the registered cache, 64-byte aligned; nullptr when
   // the cache is exhausted. Thread-safe; never freed.

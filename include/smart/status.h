@@ -26,6 +26,8 @@ class Status {
     kOutOfMemory,       // remote or local memory exhausted
     kNotFound,
     kRetry,             // the caller lost a race and should retry
+    kLockLost,          // another client took over a lock this one held
+    kTimedOut,          // waited longer than the configured bound
     kInternal,
   };
 
@@ -40,6 +42,8 @@ class Status {
   static Status PeerFailed(std::string m) { return Status(Code::kPeerFailed, std::move(m)); }
   static Status OutOfMemory(std::string m) { return Status(Code::kOutOfMemory, std::move(m)); }
   static Status NotFound(std::string m) { return Status(Code::kNotFound, std::move(m)); }
+  static Status LockLost(std::string m) { return Status(Code::kLockLost, std::move(m)); }
+  static Status TimedOut(std::string m) { return Status(Code::kTimedOut, std::move(m)); }
   static Status Internal(std::string m) { return Status(Code::kInternal, std::move(m)); }
 
   bool ok() const { return state_ == nullptr; }

@@ -267,7 +267,7 @@ BackendConfig BackendConfig::Parse(const std::string& text, const std::string& s
   r.get_uint64("capacity", &c.capacity, true, 1, uint64_t{1} << 30);
   r.get_int("tcp_port", &c.tcp_port, true, 0, 65535);
   r.get_int("nic_numa_node", &c.nic_numa_node, false, -1, 4096);
-  r.get_int("max_clients", &c.max_clients, false, 1, 1 << 20);
+  r.get_int("max_clients", &c.max_clients, false, 1, kMaxSessions - 1);
   r.check_unknown();
   return c;
 }

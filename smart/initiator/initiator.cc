@@ -198,6 +198,12 @@ bool Initiator::connected(node_t node) const {
   return node < impl_->connections.size() && impl_->connections[node] != nullptr;
 }
 
+SessionId Initiator::session(node_t node) const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (node >= impl_->connections.size() || !impl_->connections[node]) return SessionId{};
+  return impl_->connections[node]->session;
+}
+
 uint64_t Initiator::remote_capacity(node_t node) const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   if (node >= impl_->connections.size() || !impl_->connections[node]) return 0;
@@ -259,6 +265,7 @@ void Initiator::connect(node_t node, const std::string& host, int port, int qp_c
   }
   std::vector<RemoteRegion> regions(reply.regions, reply.regions + kMemoryRegions);
   for (int i = 0; i < kMemoryRegions; ++i) conn->regions[i] = reply.regions[i];
+  conn->session = reply.session;
   conn->peer = im.device->import_regions(regions, reply.exported);
   for (int i = 0; i < qp_count; ++i) conn->qps[i]->connect(reply.endpoints[i], conn->peer);
   SendByte(conn->tcp_fd, kClientReady, peer);

@@ -35,6 +35,7 @@ struct Connection {
   RemoteRegion regions[kMemoryRegions];
   std::shared_ptr<PeerMemory> peer;
   int tcp_fd = -1;
+  SessionId session;  // given by the memory blade at the handshake
   std::atomic<bool> failed{false};
 
   std::string name() const { return "memory node " + std::to_string(node) + " (" + host + ":" + std::to_string(port) + ")"; }

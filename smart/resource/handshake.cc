@@ -89,6 +89,8 @@ std::string ServerHello::Encode() const {
   }
   PutEndpoints(w, endpoints);
   w.str(exported);
+  w.u16(session.slot);
+  w.u16(session.incarnation);
   return w.data();
 }
 
@@ -117,6 +119,14 @@ ServerHello ServerHello::Decode(const std::string& data, const std::string& peer
   if (!hello.regions[kMainMemoryRegion].valid) throw Error("malformed " + what + ": no main memory region");
   hello.endpoints = GetEndpoints(r, what);
   hello.exported = r.str(4096);
+  hello.session.slot = r.u16();
+  hello.session.incarnation = r.u16();
+  if (hello.session.slot == 0 || hello.session.slot >= kMaxSessions ||
+      hello.session.incarnation > kSessionIncarnationMask) {
+    throw Error("malformed " + what + ": session slot " + std::to_string(hello.session.slot) + " incarnation " +
+                std::to_string(hello.session.incarnation) + " (expected slot 1.." + std::to_string(kMaxSessions - 1) +
+                ")");
+  }
   r.finish();
   return hello;
 }

@@ -15,7 +15,7 @@
 namespace smart {
 
 constexpr uint32_t kHandshakeMagic = 0x54524d53;  // "SMRT"
-constexpr uint16_t kHandshakeVersion = 1;
+constexpr uint16_t kHandshakeVersion = 2;
 constexpr int kMaxQueuePairsPerConnection = 1024;
 constexpr char kClientReady = 'B';
 constexpr char kServerReady = 'A';
@@ -33,6 +33,7 @@ struct ServerHello {
   RemoteRegion regions[kMemoryRegions];
   std::vector<QueuePairEndpoint> endpoints;
   std::string exported;  // Device::export_regions output
+  SessionId session;     // the client's slot in the blade's session table
 
   std::string Encode() const;
   static ServerHello Decode(const std::string& data, const std::string& peer);

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -50,6 +51,7 @@ std::string PeerName(int fd) {
 // One connected client: its queue pairs live as long as its TCP connection.
 struct Session {
   int fd = -1;
+  int slot = 0;  // in the session table; 0: none taken yet
   std::string peer;
   std::unique_ptr<CompletionQueue> cq;
   std::vector<std::unique_ptr<QueuePair>> qps;
@@ -78,7 +80,15 @@ struct Target::Impl {
     std::shared_ptr<std::atomic<bool>> done;
   };
   std::list<Handshake> handshakes;  // touched by the listener thread and stop()
+  // Session slots not in use, oldest released first, so that a slot's
+  // incarnation moves on slowly. Guarded by `mutex`.
+  std::deque<int> free_slots;
+  uint64_t* session_table = nullptr;  // in the pool, chunk 0
 
+  // Hands out a session slot and publishes it as alive; 0 when none is free.
+  int open_session_slot(SessionId* id);
+  // Publishes the slot's session as gone and returns the slot.
+  void close_session_slot(int slot);
   void serve();
   void handshake(int fd);
   void reap_handshakes(bool all);
@@ -131,9 +141,33 @@ Target::Target(const SmartConfig& smart_config, const BackendConfig& backend_con
   capacity_ = bytes;
   if (backend_config.nic_numa_node >= 0) PlaceOnNumaNode(backend_config, base_, bytes);
   SuperChunk* sc = super_chunk();
-  memset(static_cast<void*>(sc), 0, sizeof(SuperChunk));
+  memset(static_cast<void*>(sc), 0, kChunkSize);
   sc->max_chunk = bytes / kChunkSize;
   sc->alloc_chunk = 1;  // chunk 0 is the super chunk itself
+  impl_->session_table = reinterpret_cast<uint64_t*>(base_ + kSessionTableOffset);
+  for (int slot = 1; slot < kMaxSessions; ++slot) impl_->free_slots.push_back(slot);
+}
+
+int Target::Impl::open_session_slot(SessionId* id) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (free_slots.empty()) return 0;
+  const int slot = free_slots.front();
+  free_slots.pop_front();
+  const uint64_t before = __atomic_load_n(&session_table[slot], __ATOMIC_ACQUIRE);
+  const uint64_t incarnation = ((before & kSessionIncarnationMask) + 1) & kSessionIncarnationMask;
+  __atomic_store_n(&session_table[slot], kSessionAliveBit | incarnation, __ATOMIC_RELEASE);
+  id->slot = static_cast<uint16_t>(slot);
+  id->incarnation = static_cast<uint16_t>(incarnation);
+  return slot;
+}
+
+void Target::Impl::close_session_slot(int slot) {
+  if (slot <= 0) return;
+  // Clearing the alive bit is what lets waiters take this client's locks
+  // over at once instead of waiting out their leases.
+  __atomic_and_fetch(&session_table[slot], ~kSessionAliveBit, __ATOMIC_RELEASE);
+  std::lock_guard<std::mutex> lock(mutex);
+  free_slots.push_back(slot);
 }
 
 Target::~Target() { stop(); }
@@ -210,7 +244,13 @@ void Target::stop() {
     for (auto& s : impl_->sessions) shutdown(s->fd, SHUT_RDWR);
   }
   impl_->reap_handshakes(true);
-  impl_->sessions.clear();
+  std::list<std::unique_ptr<Session>> sessions;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    sessions.swap(impl_->sessions);
+  }
+  for (auto& s : sessions) impl_->close_session_slot(s->slot);
+  sessions.clear();
   CloseFd(&impl_->listen_fd);
   CloseFd(&impl_->wake_pipe[0]);
   CloseFd(&impl_->wake_pipe[1]);
@@ -247,13 +287,24 @@ void Target::Impl::serve() {
       char buf[64];
       const ssize_t r = recv(watched[i]->fd, buf, sizeof(buf), MSG_DONTWAIT);
       if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EINTR))) continue;  // stray bytes: ignore
-      std::lock_guard<std::mutex> lock(mutex);
-      for (auto it = sessions.begin(); it != sessions.end(); ++it) {
-        if (it->get() == watched[i]) {
-          SMART_INFO("memory blade: client %s disconnected", (*it)->peer.c_str());
-          sessions.erase(it);
-          break;
+      std::unique_ptr<Session> gone;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        for (auto it = sessions.begin(); it != sessions.end(); ++it) {
+          if (it->get() == watched[i]) {
+            SMART_INFO("memory blade: client %s disconnected", (*it)->peer.c_str());
+            gone = std::move(*it);
+            sessions.erase(it);
+            break;
+          }
         }
+      }
+      // Queue pairs first, then the slot: once waiters see the session
+      // gone, the client's queue pairs can no longer write.
+      if (gone) {
+        const int slot = gone->slot;
+        gone.reset();
+        close_session_slot(slot);
       }
     }
     reap_handshakes(false);
@@ -311,15 +362,17 @@ void Target::Impl::handshake(int fd) {
     }
     reply.regions[kMainMemoryRegion] = pool->remote();
     reply.exported = device->export_regions({pool.get()});
+    session->slot = open_session_slot(&reply.session);
+    if (session->slot == 0) throw Error("no free session slot (" + std::to_string(kMaxSessions - 1) + " sessions)");
     SendFrame(fd, reply.Encode(), session->peer);
     const char ready = RecvByte(fd, session->peer);
     if (ready != kClientReady) throw Error("client " + session->peer + " sent a bad readiness byte");
     SendByte(fd, kServerReady, session->peer);
     // From here on only EOF matters; no timeout on an idle connection.
     SetSocketTimeouts(fd, 0);
-    SMART_INFO("memory blade: client %s connected with %zu queue pair(s)", session->peer.c_str(),
-               session->qps.size());
-    std::lock_guard<std::mutex> lock(mutex);
+    SMART_INFO("memory blade: client %s connected with %zu queue pair(s), session %d", session->peer.c_str(),
+               session->qps.size(), session->slot);
+    std::unique_lock<std::mutex> lock(mutex);
     if (!stopping.load()) {
       sessions.push_back(std::move(session));
       char c = 'n';
@@ -328,6 +381,12 @@ void Target::Impl::handshake(int fd) {
     }
   } catch (const std::exception& e) {
     SMART_WARN("memory blade: handshake with %s failed: %s", session->peer.c_str(), e.what());
+  }
+  if (session) {
+    // Never became a session (failed or stopping): its queue pairs go now.
+    const int slot = session->slot;
+    session.reset();
+    close_session_slot(slot);
   }
 }
 

@@ -24,6 +24,10 @@ const char* StatusCodeName(Status::Code code) {
       return "not found";
     case Status::Code::kRetry:
       return "retry";
+    case Status::Code::kLockLost:
+      return "lock lost";
+    case Status::Code::kTimedOut:
+      return "timed out";
     case Status::Code::kInternal:
       return "internal error";
   }

@@ -36,12 +36,30 @@ TEST(Handshake, ServerHelloRoundTrips) {
   hello.regions[0] = RemoteRegion{0x7f0000000000, 1 << 20, 0xabcd, true};
   hello.endpoints.push_back(QueuePairEndpoint{5, 6, 7, {}});
   hello.exported = std::string("name\0token", 10);
+  hello.session = SessionId{17, 4242};
   const ServerHello decoded = ServerHello::Decode(hello.Encode(), "blade");
   EXPECT_TRUE(decoded.error.empty());
+  EXPECT_EQ(decoded.session.slot, 17);
+  EXPECT_EQ(decoded.session.incarnation, 4242);
   EXPECT_TRUE(decoded.regions[0].valid);
   EXPECT_FALSE(decoded.regions[1].valid);
   EXPECT_EQ(decoded.regions[0].rkey, 0xabcdu);
   EXPECT_EQ(decoded.exported, hello.exported);
+}
+
+TEST(Handshake, SessionSlotOutOfRangeIsRejected) {
+  ServerHello hello;
+  hello.regions[0] = RemoteRegion{0x7f0000000000, 1 << 20, 0xabcd, true};
+  hello.endpoints.push_back(QueuePairEndpoint{5, 6, 7, {}});
+  for (const SessionId bad : {SessionId{0, 1}, SessionId{kMaxSessions, 1}, SessionId{3, 1 << 14}}) {
+    hello.session = bad;
+    try {
+      ServerHello::Decode(hello.Encode(), "blade");
+      FAIL() << "slot " << bad.slot << " incarnation " << bad.incarnation << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("session slot"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Handshake, RefusalCarriesTheReason) {

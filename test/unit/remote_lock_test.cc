@@ -1,0 +1,251 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "smart/bench.h"
+#include "smart/initiator.h"
+#include "smart/remote_lock.h"
+#include "smart/target.h"
+#include "smart/task.h"
+#include "test_util.h"
+
+namespace smart {
+namespace {
+
+constexpr uint64_t kLockOffset = 65536;
+constexpr uint64_t kCounterOffset = 65536 + 64;
+
+class RemoteLockTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_ = testing::TestConfig();
+    blade_ = std::make_unique<EmbeddedMemoryBlade>(config_, 4);
+  }
+
+  std::unique_ptr<Initiator> Client(int threads = 1) {
+    auto in = std::make_unique<Initiator>(config_);
+    in->connect(0, blade_->host(), blade_->port(), threads);
+    return in;
+  }
+  uint64_t* Scratch(Initiator& in) { return static_cast<uint64_t*>(in.alloc_cache(64)); }
+  uint64_t* remote_word(uint64_t offset) {
+    return static_cast<uint64_t*>(blade_->target().local_ptr(GlobalAddress(0, offset)));
+  }
+  uint64_t session_word(int slot) { return *remote_word(SessionWordAddress(slot)); }
+  // Waits (bounded only by the test timeout) until `cond` holds.
+  template <typename F>
+  void WaitUntil(F cond) {
+    while (!cond()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+
+  SmartConfig config_;
+  std::unique_ptr<EmbeddedMemoryBlade> blade_;
+};
+
+LeaseOptions ShortLease(uint64_t ms) {
+  LeaseOptions o;
+  o.lease_ns = ms * 1000000;
+  o.session_check_ns = 1000000;
+  return o;
+}
+
+TEST(LockWord, EncodeDecodeRoundTrips) {
+  LockOwner o;
+  o.session = SessionId{1023, 0x3fff};
+  o.thread = 200;
+  o.task = 63;
+  o.lease = 0x7fffff;
+  const uint64_t w = EncodeLockWord(o);
+  EXPECT_EQ(w >> 63, 0u);
+  const LockOwner d = DecodeLockWord(w);
+  EXPECT_EQ(d.session.slot, 1023);
+  EXPECT_EQ(d.session.incarnation, 0x3fff);
+  EXPECT_EQ(d.thread, 200);
+  EXPECT_EQ(d.task, 63);
+  EXPECT_EQ(d.lease, 0x7fffffu);
+  EXPECT_TRUE(IsHeldLockWord(w));
+  // The lease wraps inside its field and leaves the owner alone.
+  const LockOwner n = DecodeLockWord(NextLease(w));
+  EXPECT_EQ(n.lease, 0u);
+  EXPECT_EQ(n.session.slot, 1023);
+  EXPECT_EQ(n.task, 63);
+}
+
+TEST(LockWord, NonLockWordsAreRecognised) {
+  EXPECT_FALSE(IsHeldLockWord(kLockFree));
+  EXPECT_FALSE(IsHeldLockWord(uint64_t{1} << 63 | 5));
+  EXPECT_FALSE(IsHeldLockWord(uint64_t{1} << 40));  // slot 0
+  EXPECT_NE(DescribeLockWord(0xdeadbeefdeadbeefull).find("not a lock word"), std::string::npos);
+}
+
+TEST_F(RemoteLockTest, EverySessionGetsItsOwnSlotAndTheBladeSeesItGo) {
+  auto a = Client();
+  auto b = Client();
+  const SessionId sa = a->session(0), sb = b->session(0);
+  EXPECT_NE(sa.slot, 0);
+  EXPECT_NE(sb.slot, 0);
+  EXPECT_NE(sa.slot, sb.slot);
+  EXPECT_EQ(session_word(sa.slot), kSessionAliveBit | sa.incarnation);
+  a.reset();
+  WaitUntil([&] { return (session_word(sa.slot) & kSessionAliveBit) == 0; });
+  EXPECT_EQ(session_word(sa.slot) & kSessionIncarnationMask, sa.incarnation);
+  EXPECT_NE(session_word(sb.slot) & kSessionAliveBit, 0u);
+}
+
+TEST_F(RemoteLockTest, SecondClientWaitsUntilRelease) {
+  auto a = Client(), b = Client();
+  RemoteLock la(*a, GlobalAddress(0, kLockOffset), Scratch(*a));
+  RemoteLock lb(*b, GlobalAddress(0, kLockOffset), Scratch(*b));
+  { const Status st = la.acquire(); ASSERT_TRUE(st.ok()) << st.ToString(); }
+  EXPECT_EQ(DecodeLockWord(*remote_word(kLockOffset)).session.slot, a->session(0).slot);
+  bool acquired = true;
+  ASSERT_TRUE(lb.try_acquire(&acquired).ok());
+  EXPECT_FALSE(acquired);
+  ASSERT_TRUE(la.renew().ok());
+  EXPECT_EQ(DecodeLockWord(*remote_word(kLockOffset)).lease, 1u);
+  ASSERT_TRUE(la.release().ok());
+  EXPECT_EQ(*remote_word(kLockOffset), kLockFree);
+  LockAcquireInfo info;
+  ASSERT_TRUE(lb.acquire(&info).ok());
+  EXPECT_FALSE(info.took_over);
+  ASSERT_TRUE(lb.release().ok());
+}
+
+TEST_F(RemoteLockTest, DeadHoldersLockIsTakenOverThroughTheSessionTable) {
+  auto a = Client(), b = Client();
+  // A lease far longer than the test: only the session table can free it.
+  LeaseOptions long_lease;
+  long_lease.lease_ns = 3600ull * 1000000000;
+  RemoteLock la(*a, GlobalAddress(0, kLockOffset), Scratch(*a), long_lease);
+  { const Status st = la.acquire(); ASSERT_TRUE(st.ok()) << st.ToString(); }
+  const uint64_t held = la.word();
+  a.reset();  // the holder's process is gone: its session closes
+  RemoteLock lb(*b, GlobalAddress(0, kLockOffset), Scratch(*b), long_lease);
+  LockAcquireInfo info;
+  ASSERT_TRUE(lb.acquire(&info).ok());
+  EXPECT_TRUE(info.took_over);
+  EXPECT_TRUE(info.by_session);
+  EXPECT_EQ(info.previous, held);
+  EXPECT_EQ(*remote_word(kLockOffset), lb.word());
+}
+
+TEST_F(RemoteLockTest, PausedHolderLosesItsLockAfterTheLeaseAndCannotRelease) {
+  auto a = Client(), b = Client();
+  RemoteLock la(*a, GlobalAddress(0, kLockOffset), Scratch(*a), ShortLease(50));
+  { const Status st = la.acquire(); ASSERT_TRUE(st.ok()) << st.ToString(); }
+  // `a` stays connected but stops renewing, as if paused.
+  RemoteLock lb(*b, GlobalAddress(0, kLockOffset), Scratch(*b), ShortLease(50));
+  LockAcquireInfo info;
+  ASSERT_TRUE(lb.acquire(&info).ok());
+  EXPECT_TRUE(info.took_over);
+  EXPECT_FALSE(info.by_session);
+  const uint64_t owner_b = *remote_word(kLockOffset);
+  EXPECT_EQ(owner_b, lb.word());
+  // The slow holder finds out at its next CAS and writes nothing.
+  Status s = la.renew();
+  EXPECT_EQ(s.code(), Status::Code::kLockLost) << s.ToString();
+  EXPECT_EQ(*remote_word(kLockOffset), owner_b);
+  s = la.release();
+  EXPECT_EQ(s.code(), Status::Code::kLockLost) << s.ToString();
+  EXPECT_EQ(*remote_word(kLockOffset), owner_b);
+  ASSERT_TRUE(lb.release().ok());
+}
+
+TEST_F(RemoteLockTest, LiveRenewingHolderIsNotTakenOver) {
+  auto a = Client(2), b = Client();
+  LeaseOptions lease = ShortLease(300);
+  std::atomic<bool> stop{false}, lost{false};
+  std::atomic<bool> held{false};
+  std::thread holder([&] {
+    RemoteLock la(*a, GlobalAddress(0, kLockOffset), Scratch(*a), lease);
+    if (!la.acquire().ok()) return;
+    held = true;
+    while (!stop) {
+      if (!la.renew().ok()) lost = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (!la.release().ok()) lost = true;
+    a->release_thread();
+  });
+  WaitUntil([&] { return held.load(); });
+  LeaseOptions bounded = lease;
+  bounded.max_wait_ns = 5 * lease.lease_ns;
+  RemoteLock lb(*b, GlobalAddress(0, kLockOffset), Scratch(*b), bounded);
+  const Status s = lb.acquire();
+  stop = true;
+  holder.join();
+  EXPECT_EQ(s.code(), Status::Code::kTimedOut) << s.ToString();
+  EXPECT_NE(s.message().find("session"), std::string::npos) << s.message();
+  EXPECT_FALSE(lost);
+}
+
+TEST_F(RemoteLockTest, GarbageInTheWordIsTakenOverAfterALease) {
+  auto b = Client();
+  *remote_word(kLockOffset) = 0x0123456789abcdefull & ~(uint64_t{1} << 63);
+  *remote_word(kLockOffset) |= 0x3ff;  // slot 1023: not a live session
+  RemoteLock lb(*b, GlobalAddress(0, kLockOffset), Scratch(*b), ShortLease(20));
+  LockAcquireInfo info;
+  ASSERT_TRUE(lb.acquire(&info).ok());
+  EXPECT_TRUE(info.took_over);
+  EXPECT_EQ(info.previous & 0x3ff, 0x3ffu);
+}
+
+TEST_F(RemoteLockTest, StateWithBitSixtyThreeIsReportedNotTakenOver) {
+  auto b = Client();
+  *remote_word(kLockOffset) = (uint64_t{1} << 63) | 42;
+  RemoteLock lb(*b, GlobalAddress(0, kLockOffset), Scratch(*b), ShortLease(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(lb.acquire().ok());
+  EXPECT_FALSE(lb.held());
+  EXPECT_EQ(lb.last_seen(), (uint64_t{1} << 63) | 42);
+  EXPECT_EQ(*remote_word(kLockOffset), (uint64_t{1} << 63) | 42);
+}
+
+// Mutual exclusion: increments made with a plain READ and WRITE under the
+// lock from several clients, threads and tasks lose nothing.
+TEST_F(RemoteLockTest, CriticalSectionsDoNotOverlap) {
+  constexpr int kClients = 2, kThreads = 2, kTasks = 4, kRounds = 150;
+  std::vector<std::unique_ptr<Initiator>> clients;
+  for (int c = 0; c < kClients; ++c) clients.push_back(Client(kThreads));
+  *remote_word(kCounterOffset) = 0;
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, c] {
+        Initiator& in = *clients[c];
+        TaskPool pool;
+        for (int k = 0; k < kTasks; ++k) {
+          pool.spawn([&] {
+            uint64_t* scratch = Scratch(in);
+            uint64_t* value = scratch + 4;
+            const LockOwner owner = RemoteLock::Owner(in, 0);
+            for (int r = 0; r < kRounds; ++r) {
+              RemoteLock lock(in, GlobalAddress(0, kLockOffset), scratch, owner);
+              if (!lock.acquire().ok()) {
+                ++errors;
+                return;
+              }
+              if (!in.read(value, GlobalAddress(0, kCounterOffset), 8).ok()) ++errors;
+              this_task::yield();  // widen the window a lost update would need
+              ++*value;
+              if (!in.write(value, GlobalAddress(0, kCounterOffset), 8).ok()) ++errors;
+              if (!lock.release().ok()) ++errors;
+            }
+          });
+        }
+        pool.run();
+        in.release_thread();
+      });
+    }
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(*remote_word(kCounterOffset), uint64_t{kClients} * kThreads * kTasks * kRounds);
+}
+
+}  // namespace
+}  // namespace smart

@@ -9,6 +9,11 @@
 //   integration_client shadow --server H:P -t N -c M -k K [--first-region R]
 //   integration_client bad-access --server H:P
 //   integration_client hammer --server H:P -t N -c M   (until an error; for dead-peer tests)
+//   integration_client lock-hold --server H:P --root R [--lease-ms L]
+//       takes the lock word in root entry R, says "holding", renews it until
+//       killed; exits 3 with "lock lost" if another client took it over
+//   integration_client lock-take --server H:P --root R [--lease-ms L] [--expect took-over|free]
+//       takes the lock, prints how long it waited and why it got it
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cinttypes>
@@ -17,10 +22,12 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "smart/bench.h"
 #include "smart/initiator.h"
+#include "smart/remote_lock.h"
 #include "smart/status.h"
 #include "smart/task.h"
 #include "smart/throttle.h"
@@ -39,6 +46,8 @@ struct Options {
   uint64_t expect = 0;
   uint64_t seed = 1;
   uint64_t first_region = 0;
+  uint64_t lease_ms = 2000;
+  std::string expect_lock = "took-over";
 };
 
 // Splits HOST:PORT; throws with the offending text.
@@ -336,6 +345,55 @@ int Hammer(const Options& opts) {
   return 1;
 }
 
+LeaseOptions LeaseFor(const Options& opts) {
+  LeaseOptions lease;
+  lease.lease_ns = opts.lease_ms * 1000000;
+  return lease;
+}
+
+// Holds the lock and renews it until the process is killed. A holder that
+// was paused past its lease finds the lock lost at its next renewal and
+// stops without writing anything more.
+int LockHold(const Options& opts) {
+  Session session(opts);
+  Initiator& initiator = session.initiator;
+  RemoteLock lock(initiator, CounterAddress(initiator, opts.root), CacheWord(initiator), LeaseFor(opts));
+  Status s = lock.acquire();
+  if (!s.ok()) throw Error("acquire: " + s.ToString());
+  printf("holding as %s\n", DescribeLockWord(lock.word()).c_str());
+  fflush(stdout);
+  for (;;) {
+    s = lock.renew();
+    if (s.code() == Status::Code::kLockLost) {
+      printf("lock lost: %s\n", s.message().c_str());
+      return 3;
+    }
+    if (!s.ok()) throw Error("renew: " + s.ToString());
+    std::this_thread::sleep_for(std::chrono::nanoseconds(LeaseFor(opts).lease_ns / 8));
+  }
+}
+
+int LockTake(const Options& opts) {
+  Session session(opts);
+  Initiator& initiator = session.initiator;
+  RemoteLock lock(initiator, CounterAddress(initiator, opts.root), CacheWord(initiator), LeaseFor(opts));
+  LockAcquireInfo info;
+  Status s = lock.acquire(&info);
+  if (!s.ok()) throw Error("acquire: " + s.ToString());
+  const char* why = !info.took_over ? "free" : info.by_session ? "holder's session ended" : "holder's lease expired";
+  printf("acquired after %.3f s (%s; previous %s)\n", static_cast<double>(info.waited_ns) / 1e9, why,
+         DescribeLockWord(info.previous).c_str());
+  s = lock.release();
+  if (!s.ok()) throw Error("release: " + s.ToString());
+  const bool want_takeover = opts.expect_lock == "took-over";
+  if (info.took_over != want_takeover) {
+    fprintf(stderr, "integration_client: expected the lock to be %s, but it was %s\n", opts.expect_lock.c_str(),
+            info.took_over ? "taken over" : "free");
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -359,7 +417,13 @@ int main(int argc, char** argv) {
   shadow->add_option("--first-region", opts.first_region, "index of this process's first 64 KiB region");
   CLI::App* bad = app.add_subcommand("bad-access", "an out-of-bounds read fails cleanly");
   CLI::App* hammer = app.add_subcommand("hammer", "FAA until an error (for dead-peer tests)");
-  for (CLI::App* sub : {setup, counter, check, shadow, bad, hammer}) add_common(sub);
+  CLI::App* hold = app.add_subcommand("lock-hold", "take the lock in the root entry and renew it until killed");
+  CLI::App* take = app.add_subcommand("lock-take", "take the lock in the root entry and say how it was had");
+  for (CLI::App* sub : {hold, take}) {
+    sub->add_option("--lease-ms", opts.lease_ms, "lease of the lock")->check(CLI::Range(1, 3600000));
+  }
+  take->add_option("--expect", opts.expect_lock, "took-over or free")->check(CLI::IsMember({"took-over", "free"}));
+  for (CLI::App* sub : {setup, counter, check, shadow, bad, hammer, hold, take}) add_common(sub);
   CLI11_PARSE(app, argc, argv);
   try {
     if (*setup) return SetupCounter(opts);
@@ -368,6 +432,8 @@ int main(int argc, char** argv) {
     if (*shadow) return Shadow(opts);
     if (*bad) return BadAccess(opts);
     if (*hammer) return Hammer(opts);
+    if (*hold) return LockHold(opts);
+    if (*take) return LockTake(opts);
   } catch (const std::exception& e) {
     fprintf(stderr, "integration_client: %s\n", e.what());
     return 1;

@@ -17,7 +17,7 @@
 // return Status and never throw.
 //
 // Memory: replaced and deleted blocks are retired with a grace period and
-// reused by the thread that retired them (see DESIGN in hash_table.cc).
+// reused by the thread that retired them (see operations.cc).
 #pragma once
 
 #include <atomic>

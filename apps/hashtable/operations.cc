@@ -1,0 +1,424 @@
+// SMART-HT operations: search, insert (upsert) and update, remove,
+// read-modify-write, and the per-thread allocation of key-value blocks.
+//
+// Round trips. Update and insert write the new block in the same doorbell
+// as the bucket reads, then CAS the slot (update: 3 RTTs, 2 with a
+// speculative hit; insert: 3, the last one checking for a concurrent copy).
+//
+// Duplicates. Two inserts of an absent key may both claim an empty slot.
+// Every inserter re-reads the candidates after its CAS and clears every copy
+// but the one at the lowest slot address; readers and writers also act on
+// the lowest-address copy, so the surviving value never changes behind a
+// reader's back. Deletes remove every copy they see.
+//
+// Reclamation. A block replaced by update/insert or removed by delete is
+// retired by the client whose CAS unlinked it (exactly one CAS succeeds),
+// into that thread's FIFO, and reused by the thread only after a grace
+// period (reclaim_grace_ns). Each reuse bumps the block's 4-bit tag, which
+// is also stored in the slot; a reader checks the block's checksum, tag and
+// key, so a reader that raced with a reuse sees a mismatch and re-reads. A
+// wrong answer would need a reader stalled across 16 grace periods between
+// reading a slot and reading its block. Memory in use is thus bounded by the
+// live keys plus the blocks retired within one grace period.
+#include <algorithm>
+
+#include "table_internal.h"
+
+namespace smart::hashtable {
+
+Status Ops::search(int si, const Shard& sh, std::string_view key, const KeyHash& h, std::string* value) {
+  TaskBuffers* tb = nullptr;
+  Status s = task_buffers(&tb);
+  if (!s.ok()) return s;
+  if (CacheEntry* e = cache_find(h.primary)) {
+    bool hit;
+    std::string_view found;
+    s = speculative_read(key, h, *tb, e, &hit, &found);
+    if (!s.ok()) return s;
+    if (hit) {
+      AssignValue(value, found);
+      return Status::OK();
+    }
+  }
+  bool confirmed = false;
+  for (uint64_t attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    View v;
+    FindResult r;
+    s = locate(si, sh, key, h, *tb, nullptr, &v, &r);
+    if (!s.ok()) return s;
+    if (r.copies > 0) {
+      AssignValue(value, r.first.value);
+      if (options_.speculative_lookup) cache_put(h.primary, GlobalAddress(sh.node, r.first.slot_offset), r.first.slot_value);
+      return Status::OK();
+    }
+    if (r.retry) {
+      this_task::yield();
+      continue;
+    }
+    // A miss is confirmed by a second read, which a concurrent split
+    // cannot fool twice.
+    if (!confirmed) {
+      confirmed = true;
+      continue;
+    }
+    return NotFoundStatus();
+  }
+  return TooManyAttempts();
+}
+
+Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& h, std::string_view value,
+                  bool insert) {
+  TaskBuffers* tb = nullptr;
+  Status s = task_buffers(&tb);
+  if (!s.ok()) return s;
+  const size_t units = BlockUnits(key.size(), value.size());
+  if (units > static_cast<size_t>(kMaxBlockUnits) || key.size() > kMaxKeyLength) {
+    return Status::InvalidArgument("hash table: key and value of " + std::to_string(key.size()) + " and " +
+                                   std::to_string(value.size()) + " bytes do not fit in a block (4032 bytes)");
+  }
+  BackoffGuard g(tc_.backoff);
+  uint64_t offset;
+  uint8_t tag;
+  s = alloc_block(si, sh, units, &offset, &tag);
+  if (!s.ok()) return s;
+  EncodeBlock(key, value, tag, units, tb->new_block);
+  SlotFields f;
+  f.fingerprint = h.fingerprint();
+  f.units = static_cast<uint8_t>(units);
+  f.tag = tag;
+  f.dir_bits = static_cast<uint16_t>(h.dir_bits());
+  f.block_offset = offset;
+  const uint64_t new_slot = EncodeSlot(f);
+  // The block write rides in the doorbell of the next read.
+  s = in_.write(tb->new_block, GlobalAddress(sh.node, offset), units * kBlockUnit, Option::kNone);
+  if (!s.ok()) return s;
+
+  if (CacheEntry* e = cache_find(h.primary)) {
+    const GlobalAddress slot(e->slot);
+    bool hit;
+    std::string_view old;
+    s = speculative_read(key, h, *tb, e, &hit, &old);
+    if (!s.ok()) return s;
+    if (hit && !SlotFrozen(tb->words[0])) {
+      const uint64_t expected = tb->words[0];
+      const uint64_t desired = (new_slot & ~kParityBit) | (expected & kParityBit);
+      s = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
+      if (!s.ok()) return s;
+      if (tb->words[0] == expected) {
+        retire_block(si, expected);
+        cache_put(h.primary, slot, desired);
+        return Status::OK();
+      }
+      ++tc_.stats.cas_failures;
+      cache_erase(h.primary);
+      g.retry_task();
+    }
+  }
+
+  bool confirmed = false;
+  for (uint64_t attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    View v;
+    FindResult r;
+    s = locate(si, sh, key, h, *tb, &g, &v, &r);
+    if (!s.ok()) return s;
+    if (r.copies == 0 && r.retry) {
+      g.retry_task();
+      continue;
+    }
+    if (r.copies > 0) {
+      const uint64_t expected = r.first.slot_value;
+      if (SlotFrozen(expected)) {
+        g.retry_task();
+        continue;
+      }
+      const uint64_t desired = SlotWithParity(new_slot, HeaderDepth(v.header(r.first.bucket)));
+      const GlobalAddress slot(sh.node, r.first.slot_offset);
+      s = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
+      if (!s.ok()) return s;
+      if (tb->words[0] == expected) {
+        retire_block(si, expected);
+        if (options_.speculative_lookup) cache_put(h.primary, slot, desired);
+        return Status::OK();
+      }
+      ++tc_.stats.cas_failures;
+      g.retry_task();
+      continue;
+    }
+    if (!insert) {
+      if (!confirmed) {
+        confirmed = true;
+        continue;
+      }
+      release_block(si, offset, units, tag);
+      return NotFoundStatus();
+    }
+    // Absent: claim an empty slot, main buckets first (the emptier one).
+    int best_bucket = -1, best_slot = -1;
+    bool frozen = false;
+    int empties[kCandidateBuckets] = {};
+    int first_empty[kCandidateBuckets];
+    for (int b = 0; b < v.count; ++b) {
+      first_empty[b] = -1;
+      for (int j = 0; j < kSlotsPerBucket; ++j) {
+        const uint64_t slot = v.slot(b, j);
+        if (SlotFrozen(slot)) frozen = true;
+        if (SlotEmpty(slot) && !SlotFrozen(slot)) {
+          if (first_empty[b] < 0) first_empty[b] = j;
+          ++empties[b];
+        }
+      }
+    }
+    if (frozen) {
+      // A split is moving these buckets.
+      g.retry_task();
+      continue;
+    }
+    const int mains = std::min(v.count, 2);
+    for (int pass = 0; pass < 2 && best_bucket < 0; ++pass) {
+      const int from = pass == 0 ? 0 : mains, to = pass == 0 ? mains : v.count;
+      for (int b = from; b < to; ++b) {
+        if (empties[b] > 0 && (best_bucket < 0 || empties[b] > empties[best_bucket])) best_bucket = b;
+      }
+    }
+    if (best_bucket < 0) {
+      bool busy = false;
+      s = split(si, sh, h, DirEntryOffset(v.dir_entry), &busy);
+      if (!s.ok()) {
+        release_block(si, offset, units, tag);
+        return s;
+      }
+      if (busy) g.retry_task();
+      continue;
+    }
+    best_slot = first_empty[best_bucket];
+    const uint64_t expected = v.slot(best_bucket, best_slot);
+    const uint64_t desired = SlotWithParity(new_slot, HeaderDepth(v.header(best_bucket)));
+    const GlobalAddress slot(sh.node, v.slot_offset(best_bucket, best_slot));
+    s = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
+    if (!s.ok()) return s;
+    if (tb->words[0] != expected) {
+      ++tc_.stats.cas_failures;
+      g.retry_task();
+      continue;
+    }
+    if (options_.speculative_lookup) cache_put(h.primary, slot, desired);
+    return remove_duplicates(si, sh, key, h, *tb, g);
+  }
+  return TooManyAttempts();
+}
+
+Status Ops::remove_duplicates(int si, const Shard& sh, std::string_view key, const KeyHash& h, TaskBuffers& tb,
+                              BackoffGuard& g) {
+  for (uint64_t attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    View v;
+    FindResult r;
+    Status s = locate(si, sh, key, h, tb, &g, &v, &r);
+    if (!s.ok()) return s;
+    if (r.retry) {
+      g.retry_task();
+      continue;
+    }
+    if (r.copies <= 1) return Status::OK();
+    bool again = false;
+    for (int i = 0; i < r.copies; ++i) {
+      const Copy& c = r.all[i];
+      if (c.slot_offset == r.first.slot_offset) continue;
+      if (SlotFrozen(c.slot_value)) {
+        again = true;
+        continue;
+      }
+      s = in_.compare_and_swap(tb.words, GlobalAddress(sh.node, c.slot_offset), c.slot_value,
+                               EmptySlot(HeaderDepth(v.header(c.bucket))), Option::kSync);
+      if (!s.ok()) return s;
+      if (tb.words[0] == c.slot_value) {
+        retire_block(si, c.slot_value);
+      } else {
+        ++tc_.stats.cas_failures;
+        again = true;
+      }
+    }
+    if (!again) return Status::OK();
+    g.retry_task();
+  }
+  return TooManyAttempts();
+}
+
+Status Ops::remove(int si, const Shard& sh, std::string_view key, const KeyHash& h) {
+  TaskBuffers* tb = nullptr;
+  Status s = task_buffers(&tb);
+  if (!s.ok()) return s;
+  BackoffGuard g(tc_.backoff);
+  cache_erase(h.primary);
+  bool confirmed = false, removed = false;
+  for (uint64_t attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    View v;
+    FindResult r;
+    s = locate(si, sh, key, h, *tb, &g, &v, &r);
+    if (!s.ok()) return s;
+    if (r.copies == 0 && r.retry) {
+      g.retry_task();
+      continue;
+    }
+    if (r.copies == 0) {
+      if (removed) return Status::OK();
+      if (!confirmed) {
+        confirmed = true;
+        continue;
+      }
+      return NotFoundStatus();
+    }
+    const uint64_t expected = r.first.slot_value;
+    if (SlotFrozen(expected)) {
+      g.retry_task();
+      continue;
+    }
+    s = in_.compare_and_swap(tb->words, GlobalAddress(sh.node, r.first.slot_offset), expected,
+                             EmptySlot(HeaderDepth(v.header(r.first.bucket))), Option::kSync);
+    if (!s.ok()) return s;
+    if (tb->words[0] != expected) {
+      ++tc_.stats.cas_failures;
+      g.retry_task();
+      continue;
+    }
+    retire_block(si, expected);
+    removed = true;
+    // A transient duplicate (concurrent inserts) must go too.
+    if (r.copies == 1) return Status::OK();
+  }
+  return TooManyAttempts();
+}
+
+Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, const KeyHash& h,
+                              const std::function<void(std::string*)>& modify) {
+  TaskBuffers* tb = nullptr;
+  Status s = task_buffers(&tb);
+  if (!s.ok()) return s;
+  BackoffGuard g(tc_.backoff);
+  bool confirmed = false;
+  bool have_block = false;
+  uint64_t offset = 0;
+  uint8_t tag = 0;
+  size_t units = 0;
+  std::string value;
+  auto release = [&] {
+    if (have_block) release_block(si, offset, units, tag);
+    have_block = false;
+  };
+  for (uint64_t attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    View v;
+    FindResult r;
+    s = locate(si, sh, key, h, *tb, &g, &v, &r);
+    if (!s.ok()) return s;
+    if (r.copies == 0 && r.retry) {
+      g.retry_task();
+      continue;
+    }
+    if (r.copies == 0) {
+      if (!confirmed) {
+        confirmed = true;
+        continue;
+      }
+      release();
+      return NotFoundStatus();
+    }
+    const uint64_t expected = r.first.slot_value;
+    if (SlotFrozen(expected)) {
+      g.retry_task();
+      continue;
+    }
+    value.assign(r.first.value.data(), r.first.value.size());
+    modify(&value);
+    const size_t need = BlockUnits(key.size(), value.size());
+    if (need > static_cast<size_t>(kMaxBlockUnits)) {
+      release();
+      return Status::InvalidArgument("hash table: the modified value does not fit in a block");
+    }
+    if (have_block && need != units) release();
+    if (!have_block) {
+      s = alloc_block(si, sh, need, &offset, &tag);
+      if (!s.ok()) return s;
+      units = need;
+      have_block = true;
+    }
+    EncodeBlock(key, value, tag, units, tb->new_block);
+    SlotFields f;
+    f.fingerprint = h.fingerprint();
+    f.units = static_cast<uint8_t>(units);
+    f.tag = tag;
+    f.dir_bits = static_cast<uint16_t>(h.dir_bits());
+    f.block_offset = offset;
+    const uint64_t desired = SlotWithParity(EncodeSlot(f), HeaderDepth(v.header(r.first.bucket)));
+    const GlobalAddress slot(sh.node, r.first.slot_offset);
+    // The block write and the CAS share a doorbell; the queue pair
+    // executes them in order.
+    s = in_.write(tb->new_block, GlobalAddress(sh.node, offset), units * kBlockUnit, Option::kNone);
+    if (!s.ok()) return s;
+    s = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
+    if (!s.ok()) return s;
+    if (tb->words[0] == expected) {
+      retire_block(si, expected);
+      if (options_.speculative_lookup) cache_put(h.primary, slot, desired);
+      return Status::OK();
+    }
+    ++tc_.stats.cas_failures;
+    g.retry_task();
+  }
+  release();
+  return TooManyAttempts();
+}
+
+Status Ops::alloc_block(int si, const Shard& sh, size_t units, uint64_t* offset, uint8_t* tag) {
+  BlockPool& p = tc_.pools[si];
+  if (!p.limbo.empty()) {
+    const uint64_t now = Cycles();
+    const uint64_t grace = tc_.grace_cycles;
+    int moved = 0;
+    while (!p.limbo.empty() && now - p.limbo.front().cycles >= grace && moved < 64) {
+      const BlockPool::Retired& r = p.limbo.front();
+      p.free[r.units].push_back(r.offset | r.tag);
+      p.limbo.pop_front();
+      ++moved;
+    }
+  }
+  std::vector<uint64_t>& list = p.free[units];
+  if (!list.empty()) {
+    const uint64_t e = list.back();
+    list.pop_back();
+    *offset = e & ~uint64_t{kBlockUnit - 1};
+    *tag = static_cast<uint8_t>(e & 0xf);
+    ++tc_.stats.blocks_reused;
+    return Status::OK();
+  }
+  const uint64_t bytes = units * kBlockUnit;
+  while (p.arena_next + bytes > p.arena_end) {
+    // One task of the thread refills the arena; the others wait for it.
+    if (p.arena_refilling) {
+      this_task::yield();
+      continue;
+    }
+    GlobalAddress arena;
+    p.arena_refilling = true;
+    Status s = in_.alloc_memory(sh.node, kArenaBytes, &arena);
+    p.arena_refilling = false;
+    if (!s.ok()) return s;
+    if (arena.offset + kArenaBytes > kMaxBlockOffset) {
+      return Status::OutOfMemory("hash table: block memory beyond 256 GiB of a memory blade is not addressable");
+    }
+    p.arena_next = arena.offset;
+    p.arena_end = arena.offset + kArenaBytes;
+    tc_.stats.remote_bytes_allocated += kArenaBytes;
+  }
+  *offset = p.arena_next;
+  *tag = 0;
+  p.arena_next += bytes;
+  return Status::OK();
+}
+
+void Ops::retire_block(int si, uint64_t slot) {
+  const SlotFields f = DecodeSlot(slot);
+  tc_.pools[si].limbo.push_back(
+      BlockPool::Retired{f.block_offset, f.units, static_cast<uint8_t>((f.tag + 1) & 0xf), Cycles()});
+  ++tc_.stats.blocks_retired;
+}
+
+}  // namespace smart::hashtable

@@ -1,0 +1,257 @@
+// SMART-HT internals shared by the table's rooms (not installed):
+//
+//   hash_table.cc  the public façade: per-thread contexts, HashTable calls
+//   build.cc       building an empty table and opening an existing one
+//   directory.cc   each thread's cached copy of a shard's directory
+//   lookup.cc      candidate bucket reads, finding a key's copies,
+//                  the speculative-lookup cache
+//   operations.cc  search, insert/update, remove, read-modify-write
+//   split.cc       growth: splitting a full subtable
+//
+// Ops is one operation's view of a thread: the initiator, the table options
+// and the calling thread's context. Its members are defined in the room
+// named above each group.
+#pragma once
+
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hash_table.h"
+#include "layout.h"
+#include "smart/task.h"
+#include "smart/throttle.h"
+
+namespace smart::hashtable {
+
+constexpr size_t kMaxBlockBytes = kMaxBlockUnits * kBlockUnit;
+constexpr int kCandidateBuckets = 4;
+// Room for every candidate's block, so one doorbell reads them all.
+constexpr size_t kBlockAreaSize = kCandidateBuckets * kSlotsPerBucket * kMaxBlockBytes;
+constexpr int kSplitWindowGroups = 64;
+constexpr size_t kBuildBufferSize = size_t{1} << 20;
+constexpr uint64_t kArenaBytes = 256 * 1024;
+constexpr uint64_t kMaxAttempts = uint64_t{1} << 24;
+
+const Status& NotFoundStatus();
+Status TooManyAttempts();
+
+// value = v, without std::string's general replace when the length is
+// unchanged (the common case: a caller reusing its string for one table).
+inline void AssignValue(std::string* value, std::string_view v) {
+  if (value->size() == v.size()) {
+    if (!v.empty()) memcpy(value->data(), v.data(), v.size());
+  } else {
+    value->assign(v.data(), v.size());
+  }
+}
+
+struct HashTable::Shard {
+  node_t node = 0;
+  GlobalAddress directory;
+  uint64_t groups = 0;
+};
+
+struct DirectoryCache {
+  int global_depth = -1;
+  std::vector<uint64_t> entries;
+  bool refreshing = false;
+};
+
+struct BlockPool {
+  struct Retired {
+    uint64_t offset;
+    uint8_t units;
+    uint8_t tag;
+    uint64_t cycles;
+  };
+  std::vector<uint64_t> free[kMaxBlockUnits + 1];  // offset | tag
+  std::deque<Retired> limbo;
+  uint64_t arena_next = 0;
+  uint64_t arena_end = 0;
+  bool arena_refilling = false;
+};
+
+struct TaskBuffers {
+  char* buckets = nullptr;    // two bucket pairs
+  char* blocks = nullptr;     // kBlockAreaSize
+  char* new_block = nullptr;  // kMaxBlockBytes
+  uint64_t* words = nullptr;  // 16 words for CAS results and slot reads
+};
+
+struct CacheEntry {
+  uint64_t hash = 0;
+  uint64_t slot = 0;  // GlobalAddress raw; 0: empty
+  uint64_t value = 0;
+};
+
+// The candidate buckets of a key as read: two pairs of two buckets.
+struct View {
+  uint64_t pair_offset[2];
+  const uint64_t* words;  // 32 words: pair 0 then pair 1
+  uint64_t first_index, second_index;
+  uint64_t dir_entry;
+  // Unique buckets in search order (main 0, main 1, overflow 0, overflow 1).
+  int count = 0;
+  int word_base[kCandidateBuckets];  // header word index into `words`
+  uint64_t bucket_offset[kCandidateBuckets];
+
+  uint64_t header(int b) const { return words[word_base[b]]; }
+  uint64_t slot(int b, int j) const { return words[word_base[b] + 1 + j]; }
+  uint64_t slot_offset(int b, int j) const { return bucket_offset[b] + 8 + 8 * static_cast<uint64_t>(j); }
+};
+
+struct Copy {
+  uint64_t slot_offset;
+  uint64_t slot_value;
+  int bucket;
+  std::string_view value;
+};
+
+struct FindResult {
+  bool retry = false;  // a block was torn or recycled: read again
+  int copies = 0;
+  Copy first;           // the copy at the lowest slot address
+  Copy all[kCandidateBuckets * kSlotsPerBucket];
+};
+
+struct HashTable::ThreadContext {
+  ThreadContext(const SmartConfig& config, size_t shards) : backoff(config), dirs(shards), pools(shards) {}
+  Backoff backoff;
+  std::vector<DirectoryCache> dirs;
+  std::vector<BlockPool> pools;
+  char* dir_buffer = nullptr;
+  std::vector<TaskBuffers> tasks = std::vector<TaskBuffers>(kMaxTasksPerThread);
+  char* split_buffer = nullptr;  // 2 windows + CAS results
+  bool split_busy = false;
+  std::vector<CacheEntry> cache;
+  size_t cache_mask = 0;
+  uint64_t grace_cycles = 0;
+  TableStats stats;
+};
+
+// build.cc. Both throw smart::Error.
+// Builds an empty table on `node` for `geometry` and returns its directory.
+GlobalAddress BuildTable(Initiator& in, node_t node, const Geometry& geometry);
+// Opens the table on `node`, building it (for `expected_keys` keys) when
+// root entry 0 is empty, or waiting while another client builds it.
+// Call outside a task.
+void OpenShard(Initiator& in, node_t node, uint64_t expected_keys, HashTable::Shard* shard);
+
+class Ops {
+ public:
+  using Shard = HashTable::Shard;
+
+  Ops(Initiator& initiator, const TableOptions& options, HashTable::ThreadContext& tc)
+      : in_(initiator), options_(options), tc_(tc) {}
+
+  HashTable::ThreadContext& tc() { return tc_; }
+
+  // The calling task's registered buffers, allocated on first use.
+  Status task_buffers(TaskBuffers** out) {
+    TaskBuffers& tb = tc_.tasks[this_task::id()];
+    if (__builtin_expect(tb.buckets == nullptr, 0)) return alloc_task_buffers(tb, out);
+    *out = &tb;
+    return Status::OK();
+  }
+
+  // ---- directory (directory.cc) ----
+
+  Status refresh_directory(int si, const Shard& sh);
+  // The cached directory entry for `dir_bits` (read on first use).
+  Status dir_entry(int si, const Shard& sh, uint64_t dir_bits, uint64_t* entry) {
+    DirectoryCache& dc = tc_.dirs[si];
+    while (dc.global_depth < 0) {
+      Status s = refresh_directory(si, sh);
+      if (!s.ok()) return s;
+    }
+    *entry = dc.entries[dir_bits & DepthMask(dc.global_depth)];
+    return Status::OK();
+  }
+
+  // ---- lookup (lookup.cc) ----
+
+  // Reads the key's candidate buckets (with whatever the task queued before,
+  // in the same doorbell). *stale: a bucket header rejects the key.
+  Status read_candidates(int si, const Shard& sh, const KeyHash& h, TaskBuffers& tb, View* v, bool* stale);
+  // After a stale header: refresh the directory; wait a little if a split
+  // is between rewriting the old subtable and publishing the new one.
+  Status handle_stale(int si, const Shard& sh, const KeyHash& h, uint64_t used_entry, BackoffGuard* g);
+  // Reads the blocks of every slot that may hold the key and collects the
+  // copies of it. Frozen slots count (their blocks are valid).
+  Status find_key(const Shard& sh, std::string_view key, const KeyHash& h, const View& v, TaskBuffers& tb,
+                  FindResult* r);
+  // read_candidates through a current directory entry, then find_key.
+  Status locate(int si, const Shard& sh, std::string_view key, const KeyHash& h, TaskBuffers& tb, BackoffGuard* g,
+                View* v, FindResult* r);
+  // locate until no block was torn (inspection, off the data path).
+  Status inspect(int si, const Shard& sh, std::string_view key, FindResult* r, View* view);
+
+  CacheEntry* cache_find(uint64_t hash) {
+    if (tc_.cache.empty()) return nullptr;
+    CacheEntry& e = tc_.cache[hash & tc_.cache_mask];
+    return e.hash == hash && e.slot != 0 ? &e : nullptr;
+  }
+  void cache_put(uint64_t hash, GlobalAddress slot, uint64_t value) {
+    if (tc_.cache.empty()) return;
+    CacheEntry& e = tc_.cache[hash & tc_.cache_mask];
+    e.hash = hash;
+    e.slot = slot.raw;
+    e.value = SlotUnfrozen(value);
+  }
+  void cache_erase(uint64_t hash) {
+    if (tc_.cache.empty()) return;
+    CacheEntry& e = tc_.cache[hash & tc_.cache_mask];
+    if (e.hash == hash) e.slot = 0;
+  }
+  // Reads the cached slot word and its block in one doorbell (after
+  // anything queued). *hit when the slot still holds the cached value and
+  // the block holds the key: then *value points into the block area.
+  Status speculative_read(std::string_view key, const KeyHash& h, TaskBuffers& tb, CacheEntry* e, bool* hit,
+                          std::string_view* value);
+
+  // ---- operations (operations.cc) ----
+
+  Status search(int si, const Shard& sh, std::string_view key, const KeyHash& h, std::string* value);
+  // Update (insert == false) or upsert (insert == true) of `key`.
+  Status write(int si, const Shard& sh, std::string_view key, const KeyHash& h, std::string_view value, bool insert);
+  // After an insert: keep only the lowest-address copy of the key.
+  Status remove_duplicates(int si, const Shard& sh, std::string_view key, const KeyHash& h, TaskBuffers& tb,
+                           BackoffGuard& g);
+  Status remove(int si, const Shard& sh, std::string_view key, const KeyHash& h);
+  Status read_modify_write(int si, const Shard& sh, std::string_view key, const KeyHash& h,
+                           const std::function<void(std::string*)>& modify);
+
+  Status alloc_block(int si, const Shard& sh, size_t units, uint64_t* offset, uint8_t* tag);
+  // A block unlinked by our CAS: reusable after the grace period.
+  void retire_block(int si, uint64_t slot);
+  // A block that was never published: reusable at once.
+  void release_block(int si, uint64_t offset, size_t units, uint8_t tag) {
+    tc_.pools[si].free[units].push_back(offset | tag);
+  }
+
+  // ---- growth (split.cc) ----
+
+  // Splits the subtable at `subtable` (which held full candidate buckets
+  // for `h`). *busy: another client holds the resize lock.
+  Status split(int si, const Shard& sh, const KeyHash& h, uint64_t subtable, bool* busy);
+
+ private:
+  Status alloc_task_buffers(TaskBuffers& tb, TaskBuffers** out);
+  // split.cc: the split with the resize lock taken and released around it.
+  Status split_locked(int si, const Shard& sh, const KeyHash& h, uint64_t subtable, bool* busy);
+  Status split_under_lock(int si, const Shard& sh, const KeyHash& h, uint64_t subtable, uint64_t* depth_word);
+  Status write_entries(const Shard& sh, const std::vector<uint64_t>& entries, size_t from, size_t count);
+  // Freezes every slot of `groups` groups read into `w` (at `offset`); on
+  // return `w` holds the frozen values.
+  Status freeze(const Shard& sh, uint64_t offset, uint64_t* w, uint64_t groups);
+
+  Initiator& in_;
+  const TableOptions& options_;
+  HashTable::ThreadContext& tc_;
+};
+
+}  // namespace smart::hashtable

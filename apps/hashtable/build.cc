@@ -1,16 +1,20 @@
 // SMART-HT build and open: the first client builds an empty table on each
-// memory blade (claiming root entry 0 by CAS), the others wait until it is
-// published and attach to it.
+// memory blade under the named root "hashtable", the others wait until it
+// is published and attach to it. The builder renews its claim while it
+// builds; a client that finds the builder dead builds the table again (the
+// dead builder's half-built memory stays allocated and unused).
 #include <algorithm>
 #include <chrono>
 #include <thread>
 
 #include "smart/bench.h"
+#include "smart/logging.h"
+#include "smart/named_root.h"
 #include "table_internal.h"
 
 namespace smart::hashtable {
 
-GlobalAddress BuildTable(Initiator& in, node_t node, const Geometry& geometry) {
+GlobalAddress BuildTable(Initiator& in, node_t node, const Geometry& geometry, const std::function<void()>& still_mine) {
   GlobalAddress directory;
   Status s = in.alloc_memory(node, kDirectorySize, &directory);
   if (!s.ok()) throw Error("hash table: cannot allocate the directory on memory node " + std::to_string(node) + ": " + s.ToString());
@@ -36,10 +40,14 @@ GlobalAddress BuildTable(Initiator& in, node_t node, const Geometry& geometry) {
       if (!s.ok()) throw Error("hash table: building a subtable failed: " + s.ToString());
     }
     progress.update(i + 1);
+    if (still_mine) still_mine();
   }
   progress.finish();
-  DirectoryHeader header{static_cast<uint64_t>(geometry.depth), geometry.groups, kDirectoryMagic,
-                         static_cast<uint64_t>(geometry.depth)};
+  DirectoryHeader header{};
+  header.depth_word = static_cast<uint64_t>(geometry.depth);
+  header.groups_per_subtable = geometry.groups;
+  header.magic = kDirectoryMagic;
+  header.initial_depth = static_cast<uint64_t>(geometry.depth);
   memcpy(buffer, &header, sizeof(header));
   memcpy(buffer + kDirectoryEntriesOffset, entries.data(), 8 * subtables);
   s = in.write(buffer, directory, kDirectoryEntriesOffset + 8 * subtables, Option::kSync);
@@ -47,16 +55,21 @@ GlobalAddress BuildTable(Initiator& in, node_t node, const Geometry& geometry) {
   return directory;
 }
 
-void OpenShard(Initiator& in, node_t node, uint64_t expected_keys, HashTable::Shard* shard) {
-  auto* word = static_cast<uint64_t*>(in.alloc_cache(64));
+void OpenShard(Initiator& in, node_t node, uint64_t expected_keys, const LeaseOptions& lease,
+               HashTable::Shard* shard) {
+  auto* word = static_cast<uint64_t*>(in.alloc_cache(sizeof(DirectoryHeader)));
   if (word == nullptr) throw Error("hash table: the initiator cache is exhausted");
   const std::string name = "memory node " + std::to_string(node);
   shard->node = node;
-  const GlobalAddress root(node, kRootEntryOffset + 8 * kRootEntryIndex);
-  Status s = in.compare_and_swap(word, root, 0, kRootEntryBuilding, Option::kSync);
-  if (!s.ok()) throw Error("hash table: reading root entry 0 of " + name + ": " + s.ToString());
-  uint64_t root_value = word[0];
-  if (root_value == 0) {
+  NamedRoots roots(in, lease);
+  RootClaim claim;
+  Status s = roots.open(node, kRootName, &claim);
+  if (!s.ok()) throw Error("hash table: opening the named root \"" + std::string(kRootName) + "\" on " + name + ": " + s.ToString());
+  uint64_t root_value = claim.value();
+  if (claim.must_build()) {
+    if (claim.took_over()) {
+      LogPrintf(LogLevel::kWarn, "hash table: the client building the table on %s died; building it again", name.c_str());
+    }
     const Geometry geometry = GeometryFor(expected_keys);
     const uint64_t need = kDirectorySize + (uint64_t{1} << geometry.depth) * geometry.subtable_bytes();
     if (need + kChunkSize > in.remote_capacity(node)) {
@@ -64,28 +77,23 @@ void OpenShard(Initiator& in, node_t node, uint64_t expected_keys, HashTable::Sh
                   " MiB, too little for a table of " + std::to_string(expected_keys) + " keys (" +
                   std::to_string(need >> 20) + " MiB of buckets before any block); raise capacity in backend.json");
     }
-    const GlobalAddress directory = BuildTable(in, node, geometry);
-    s = in.set_root_entry(node, kRootEntryIndex, directory.offset);
-    if (!s.ok()) throw Error("hash table: publishing the table failed: " + s.ToString());
+    auto still_mine = [&claim, &name] {
+      Status r = claim.renew_if_due();
+      if (!r.ok()) throw Error("hash table: building the table on " + name + " was taken over by another client: " + r.ToString());
+    };
+    const GlobalAddress directory = BuildTable(in, node, geometry, still_mine);
+    s = claim.publish(directory.offset);
+    if (!s.ok()) throw Error("hash table: publishing the table on " + name + " failed: " + s.ToString());
     root_value = directory.offset;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
-  while (root_value == kRootEntryBuilding) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      throw Error("hash table: " + name + " has been building its table for 10 minutes");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    s = in.get_root_entry(node, kRootEntryIndex, &root_value);
-    if (!s.ok()) throw Error("hash table: reading root entry 0 failed: " + s.ToString());
   }
   shard->directory = GlobalAddress(node, root_value);
   s = in.read(word, shard->directory, sizeof(DirectoryHeader), Option::kSync);
-  if (!s.ok()) throw Error("hash table: reading the directory failed: " + s.ToString());
+  if (!s.ok()) throw Error("hash table: reading the directory on " + name + " failed: " + s.ToString());
   DirectoryHeader header;
   memcpy(&header, word, sizeof(header));
-  if (header.magic != kDirectoryMagic || header.groups_per_subtable == 0) {
-    throw Error("hash table: root entry 0 of " + name +
-                " does not lead to a hash table (another application's memory blade?)");
+  if (header.magic != kDirectoryMagic || header.groups_per_subtable == 0 || header.groups_per_subtable > kMaxGroupsPerSubtable) {
+    throw Error("hash table: the named root \"" + std::string(kRootName) + "\" on " + name +
+                " does not lead to a hash table of this version (magic " + std::to_string(header.magic) + ")");
   }
   shard->groups = header.groups_per_subtable;
 }

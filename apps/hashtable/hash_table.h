@@ -31,6 +31,7 @@
 
 #include "smart/config.h"
 #include "smart/initiator.h"
+#include "smart/remote_lock.h"
 #include "smart/status.h"
 
 namespace smart::hashtable {
@@ -44,6 +45,16 @@ struct TableOptions {
   size_t speculative_cache_entries = size_t{1} << 18;
   // A retired block is reused only after this long.
   uint64_t reclaim_grace_ns = 20000000;
+  // The resize lock's and the build claim's lease: a client that died
+  // splitting or building is taken over after this (sooner when the memory
+  // blade saw its session close).
+  LeaseOptions lease;
+  // An operation that keeps meeting the same obstacle (frozen slots, a
+  // bucket header that rejects the key, a block that fails its checksum)
+  // for this long gives up with kTimedOut: a structure that makes no sense
+  // ends in an error, not a loop. Longer than the lease, so that a dead
+  // splitter is taken over first.
+  uint64_t retry_timeout_ns = 10000000000;
 };
 
 // Counters of one thread, summed by HashTable::stats().
@@ -52,6 +63,7 @@ struct TableStats {
   uint64_t stale_directory = 0;    // directory refreshes after a stale bucket header
   uint64_t cas_failures = 0;       // slot CASes that lost a race
   uint64_t splits = 0;             // subtables this client split
+  uint64_t splits_recovered = 0;   // half-done splits of dead clients finished
   uint64_t speculative_hits = 0;   // lookups answered by the cached slot
   uint64_t speculative_misses = 0; // cached slots that had changed
   uint64_t blocks_retired = 0;
@@ -62,8 +74,9 @@ struct TableStats {
 class HashTable {
  public:
   // Opens the table on memory nodes 0 .. shards-1 of `initiator` (already
-  // connected), building it on any shard where root entry 0 is empty. Call
-  // outside a task. Throws smart::Error.
+  // connected) under the named root "hashtable", building it on any shard
+  // where nobody built it yet, and taking over a build whose builder died.
+  // Call outside a task. Throws smart::Error.
   HashTable(Initiator& initiator, const SmartConfig& config, int shards, const TableOptions& options);
   ~HashTable();
   HashTable(const HashTable&) = delete;

@@ -2,9 +2,9 @@
 // a memory blade. Everything here is plain data and pure functions, so the
 // unit tests cover it without a memory blade.
 //
-// Per shard (one memory blade), reached through root entry kRootEntryIndex:
+// Per shard (one memory blade), reached through the named root "hashtable":
 //
-//   Directory   header word (global depth, resize lock), geometry words, then
+//   Directory   header (global depth, geometry, resize lock, split intent), then
 //               1 << kMaxGlobalDepth entries (subtable offset | local depth).
 //   Subtable    groups_per_subtable groups of three 64-byte buckets:
 //               [main bucket of even indices][shared overflow][main of odd].
@@ -23,9 +23,7 @@
 
 namespace smart::hashtable {
 
-constexpr int kRootEntryIndex = 0;
-// Root entry value while the first client builds the table.
-constexpr uint64_t kRootEntryBuilding = 1;
+constexpr const char* kRootName = "hashtable";
 
 constexpr int kSlotsPerBucket = 7;
 constexpr size_t kBucketSize = 64;
@@ -37,15 +35,40 @@ constexpr size_t kBucketPairSize = 2 * kBucketSize;  // one READ per hash
 // Directory: 12 bits of directory hash are kept in every slot, so a split
 // never reads a block to decide where a key goes.
 constexpr int kMaxGlobalDepth = 12;
-constexpr uint64_t kDirectoryLockBit = uint64_t{1} << 63;
-constexpr uint64_t kDirectoryMagic = 0x3130544848434152ull;  // "RACEHT01"
+constexpr uint64_t kDirectoryMagic = 0x3230544848434152ull;  // "RACEHT02"
+// The directory header. The resize lock is a smart::RemoteLock word (owner
+// and lease), so a client that dies while splitting is taken over; the
+// split intent tells the new holder what the dead one was doing, so that it
+// can finish the split (see split.cc).
 struct DirectoryHeader {
-  uint64_t depth_word;  // global depth (bits 0-7) | kDirectoryLockBit while resizing
+  uint64_t depth_word;  // global depth
   uint64_t groups_per_subtable;
   uint64_t magic;
   uint64_t initial_depth;
+  uint64_t resize_lock;   // RemoteLock word; 0: free
+  uint64_t split_intent;  // 0: no split under way; else EncodeSplitIntent
+  uint64_t split_old;     // offset of the subtable being split
+  uint64_t split_fresh;   // offset of the subtable it splits into
 };
-static_assert(sizeof(DirectoryHeader) == 32);
+static_assert(sizeof(DirectoryHeader) == 64);
+constexpr size_t kResizeLockOffset = offsetof(DirectoryHeader, resize_lock);
+constexpr size_t kSplitIntentOffset = offsetof(DirectoryHeader, split_intent);
+
+// Split intent word: phase (bits 0-7: 1 freezing the old subtable and
+// writing the new one, 2 rewriting the old one, 3 publishing in the
+// directory), the old subtable's local depth (bits 8-15) and its suffix
+// (bits 32-63).
+struct SplitIntent {
+  int phase = 0;
+  int depth = 0;
+  uint64_t suffix = 0;
+};
+inline uint64_t EncodeSplitIntent(const SplitIntent& i) {
+  return static_cast<uint64_t>(i.phase & 0xff) | static_cast<uint64_t>(i.depth & 0xff) << 8 | i.suffix << 32;
+}
+inline SplitIntent DecodeSplitIntent(uint64_t w) {
+  return SplitIntent{static_cast<int>(w & 0xff), static_cast<int>((w >> 8) & 0xff), w >> 32};
+}
 constexpr size_t kDirectoryEntriesOffset = sizeof(DirectoryHeader);
 constexpr size_t kDirectorySize = kDirectoryEntriesOffset + (size_t{8} << kMaxGlobalDepth);
 
@@ -70,8 +93,10 @@ inline uint64_t EncodeBucketHeader(int local_depth, uint64_t suffix) {
 inline int HeaderDepth(uint64_t header) { return static_cast<int>(header & 0xffffffffu); }
 inline uint64_t HeaderSuffix(uint64_t header) { return header >> 32; }
 // True when a key with these directory bits belongs to the bucket's subtable.
+// A header whose depth makes no sense accepts nothing.
 inline bool HeaderAccepts(uint64_t header, uint64_t dir_bits) {
-  return (dir_bits & DepthMask(HeaderDepth(header))) == HeaderSuffix(header);
+  const int depth = HeaderDepth(header);
+  return depth >= 0 && depth <= kMaxGlobalDepth && (dir_bits & DepthMask(depth)) == HeaderSuffix(header);
 }
 
 // Slot word (0 is never a valid value after a table is built):

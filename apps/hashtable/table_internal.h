@@ -6,7 +6,9 @@
 //   lookup.cc      candidate bucket reads, finding a key's copies,
 //                  the speculative-lookup cache
 //   operations.cc  search, insert/update, remove, read-modify-write
-//   split.cc       growth: splitting a full subtable
+//   split.cc       growth: splitting a full subtable, finishing a split a
+//                  dead client left half done
+//   stalls.cc      bounding the retries of an operation that cannot progress
 //
 // Ops is one operation's view of a thread: the initiator, the table options
 // and the calling thread's context. Its members are defined in the room
@@ -16,12 +18,14 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "hash_table.h"
 #include "layout.h"
+#include "smart/remote_lock.h"
 #include "smart/task.h"
 #include "smart/throttle.h"
 
@@ -34,10 +38,8 @@ constexpr size_t kBlockAreaSize = kCandidateBuckets * kSlotsPerBucket * kMaxBloc
 constexpr int kSplitWindowGroups = 64;
 constexpr size_t kBuildBufferSize = size_t{1} << 20;
 constexpr uint64_t kArenaBytes = 256 * 1024;
-constexpr uint64_t kMaxAttempts = uint64_t{1} << 24;
 
 const Status& NotFoundStatus();
-Status TooManyAttempts();
 
 // value = v, without std::string's general replace when the length is
 // unchanged (the common case: a caller reusing its string for one table).
@@ -119,14 +121,19 @@ struct FindResult {
 };
 
 struct HashTable::ThreadContext {
-  ThreadContext(const SmartConfig& config, size_t shards) : backoff(config), dirs(shards), pools(shards) {}
+  ThreadContext(const SmartConfig& config, size_t shards)
+      : backoff(config), dirs(shards), pools(shards), resize_locks(shards) {}
   Backoff backoff;
   std::vector<DirectoryCache> dirs;
   std::vector<BlockPool> pools;
   char* dir_buffer = nullptr;
   std::vector<TaskBuffers> tasks = std::vector<TaskBuffers>(kMaxTasksPerThread);
-  char* split_buffer = nullptr;  // 2 windows + CAS results
-  bool split_busy = false;
+  char* split_buffer = nullptr;  // kSplitBufferSize (split.cc)
+  bool split_busy = false;       // a task of this thread splits or helps
+  // Per shard: this thread's handle on the shard's resize lock (it keeps
+  // watching a holder across attempts, to see its lease expire).
+  std::vector<std::unique_ptr<RemoteLock>> resize_locks;
+  uint64_t last_help_ns = 0;
   std::vector<CacheEntry> cache;
   size_t cache_mask = 0;
   uint64_t grace_cycles = 0;
@@ -135,11 +142,16 @@ struct HashTable::ThreadContext {
 
 // build.cc. Both throw smart::Error.
 // Builds an empty table on `node` for `geometry` and returns its directory.
-GlobalAddress BuildTable(Initiator& in, node_t node, const Geometry& geometry);
-// Opens the table on `node`, building it (for `expected_keys` keys) when
-// root entry 0 is empty, or waiting while another client builds it.
-// Call outside a task.
-void OpenShard(Initiator& in, node_t node, uint64_t expected_keys, HashTable::Shard* shard);
+// `still_mine`, when set, is called after each subtable (it renews the
+// build claim, and throws when the claim was lost).
+GlobalAddress BuildTable(Initiator& in, node_t node, const Geometry& geometry,
+                         const std::function<void()>& still_mine = {});
+// Opens the table on `node` under the named root "hashtable", building it
+// (for `expected_keys` keys) when nobody has, waiting while another live
+// client builds it, building again when that client died. Call outside a
+// task.
+void OpenShard(Initiator& in, node_t node, uint64_t expected_keys, const LeaseOptions& lease,
+               HashTable::Shard* shard);
 
 class Ops {
  public:
@@ -236,15 +248,38 @@ class Ops {
   // ---- growth (split.cc) ----
 
   // Splits the subtable at `subtable` (which held full candidate buckets
-  // for `h`). *busy: another client holds the resize lock.
+  // for `h`), first finishing a split that a dead client left half done.
+  // *busy: another live client holds the resize lock. kLockLost: this
+  // client was paused past the lease and another took the split over.
   Status split(int si, const Shard& sh, const KeyHash& h, uint64_t subtable, bool* busy);
+  // For an operation that cannot make progress: when the resize lock's
+  // holder is dead (or the lock is free with a split left half done),
+  // takes the lock and finishes that split. Rate-limited per thread.
+  Status help_stalled_split(int si, const Shard& sh);
+  const TableOptions& options() const { return options_; }
 
  private:
+  struct SplitPlan;
   Status alloc_task_buffers(TaskBuffers& tb, TaskBuffers** out);
-  // split.cc: the split with the resize lock taken and released around it.
-  Status split_locked(int si, const Shard& sh, const KeyHash& h, uint64_t subtable, bool* busy);
-  Status split_under_lock(int si, const Shard& sh, const KeyHash& h, uint64_t subtable, uint64_t* depth_word);
-  Status write_entries(const Shard& sh, const std::vector<uint64_t>& entries, size_t from, size_t count);
+  // split.cc
+  Status split_buffer_ready();
+  RemoteLock& resize_lock(int si, const Shard& sh);
+  // With the lock held: finishes the split the header's intent describes.
+  Status finish_abandoned_split(int si, const Shard& sh, RemoteLock& lock);
+  Status split_under_lock(int si, const Shard& sh, const KeyHash& h, uint64_t subtable, RemoteLock& lock);
+  Status set_split_intent(const Shard& sh, RemoteLock& lock, const SplitPlan& plan, int phase);
+  // Phase 1: freeze the old subtable and write the new one; `image` gets
+  // the old subtable's frozen words.
+  Status split_copy(const Shard& sh, RemoteLock& lock, const SplitPlan& plan, std::vector<uint64_t>* image);
+  // Phase 2 from the image: rewrite the old subtable window by window.
+  Status split_rewrite(const Shard& sh, RemoteLock& lock, const SplitPlan& plan, const std::vector<uint64_t>& image);
+  // Phase 2 without an image (after a take-over): bucket headers, then a
+  // CAS for each slot still frozen.
+  Status split_rewrite_in_place(const Shard& sh, RemoteLock& lock, const SplitPlan& plan);
+  // Phase 3: point the directory entries of the old subtable at the two.
+  Status split_publish(int si, const Shard& sh, RemoteLock& lock, const SplitPlan& plan);
+  Status write_entries(const Shard& sh, RemoteLock& lock, const std::vector<uint64_t>& entries, size_t from,
+                       size_t count);
   // Freezes every slot of `groups` groups read into `w` (at `offset`); on
   // return `w` holds the frozen values.
   Status freeze(const Shard& sh, uint64_t offset, uint64_t* w, uint64_t groups);
@@ -252,6 +287,38 @@ class Ops {
   Initiator& in_;
   const TableOptions& options_;
   HashTable::ThreadContext& tc_;
+};
+
+// Bounds an operation's retries:
+//   RetryBound bound(*this, si, sh);
+//   for (; bound.more(); bound.next()) {...}
+//   return bound.status();
+// The first kQuietRetries attempts cost a counter. After that the bound
+// reads the clock on each attempt, lets the stalled operation help a split
+// whose client died (at most every lease.session_check_ns per thread), and
+// ends the loop with kTimedOut after options.retry_timeout_ns, naming the
+// last obstacle the operation reported (why).
+class RetryBound {
+ public:
+  static constexpr uint64_t kQuietRetries = 64;
+  RetryBound(Ops& ops, int si, const HashTable::Shard& sh) : ops_(ops), si_(si), sh_(sh) {}
+  bool more() const { return status_.ok(); }
+  void next() {
+    if (__builtin_expect(++attempts_ >= kQuietRetries, 0)) next_slow();
+  }
+  const Status& status() const { return status_; }
+  // What the operation is waiting for, for the error message.
+  const char* why = "the operation kept retrying";
+
+ private:
+  void next_slow();  // stalls.cc
+
+  Ops& ops_;
+  int si_;
+  const HashTable::Shard& sh_;
+  uint64_t attempts_ = 0;
+  uint64_t since_ns_ = 0;
+  Status status_;
 };
 
 }  // namespace smart::hashtable

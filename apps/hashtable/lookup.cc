@@ -115,15 +115,17 @@ Status Ops::find_key(const Shard& sh, std::string_view key, const KeyHash& h, co
 
 Status Ops::locate(int si, const Shard& sh, std::string_view key, const KeyHash& h, TaskBuffers& tb,
                    BackoffGuard* g, View* v, FindResult* r) {
-  for (uint64_t attempt = 0; attempt < kMaxAttempts; ++attempt) {
+  RetryBound bound(*this, si, sh);
+  for (; bound.more(); bound.next()) {
     bool stale;
     Status s = read_candidates(si, sh, h, tb, v, &stale);
     if (!s.ok()) return s;
     if (!stale) return find_key(sh, key, h, *v, tb, r);
+    bound.why = "the key's bucket headers reject it under the current directory";
     s = handle_stale(si, sh, h, v->dir_entry, g);
     if (!s.ok()) return s;
   }
-  return TooManyAttempts();
+  return bound.status();
 }
 
 Status Ops::speculative_read(std::string_view key, const KeyHash& h, TaskBuffers& tb, CacheEntry* e, bool* hit,
@@ -153,16 +155,18 @@ Status Ops::inspect(int si, const Shard& sh, std::string_view key, FindResult* r
   Status s = task_buffers(&tb);
   if (!s.ok()) return s;
   const KeyHash h = HashKey(key);
-  for (uint64_t attempt = 0; attempt < kMaxAttempts; ++attempt) {
+  RetryBound bound(*this, si, sh);
+  for (; bound.more(); bound.next()) {
     s = locate(si, sh, key, h, *tb, nullptr, view, r);
     if (!s.ok()) return s;
     if (r->retry) {
+      bound.why = "a block named by the key's slot keeps failing its checksum";
       this_task::yield();
       continue;
     }
     return Status::OK();
   }
-  return TooManyAttempts();
+  return bound.status();
 }
 
 }  // namespace smart::hashtable

@@ -41,7 +41,8 @@ Status Ops::search(int si, const Shard& sh, std::string_view key, const KeyHash&
     }
   }
   bool confirmed = false;
-  for (uint64_t attempt = 0; attempt < kMaxAttempts; ++attempt) {
+  RetryBound bound(*this, si, sh);
+  for (; bound.more(); bound.next()) {
     View v;
     FindResult r;
     s = locate(si, sh, key, h, *tb, nullptr, &v, &r);
@@ -52,6 +53,7 @@ Status Ops::search(int si, const Shard& sh, std::string_view key, const KeyHash&
       return Status::OK();
     }
     if (r.retry) {
+      bound.why = "a block named by the key's slot keeps failing its checksum";
       this_task::yield();
       continue;
     }
@@ -63,7 +65,7 @@ Status Ops::search(int si, const Shard& sh, std::string_view key, const KeyHash&
     }
     return NotFoundStatus();
   }
-  return TooManyAttempts();
+  return bound.status();
 }
 
 Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& h, std::string_view value,
@@ -116,18 +118,21 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
   }
 
   bool confirmed = false;
-  for (uint64_t attempt = 0; attempt < kMaxAttempts; ++attempt) {
+  RetryBound bound(*this, si, sh);
+  for (; bound.more(); bound.next()) {
     View v;
     FindResult r;
     s = locate(si, sh, key, h, *tb, &g, &v, &r);
     if (!s.ok()) return s;
     if (r.copies == 0 && r.retry) {
+      bound.why = "a block named by the key's slot keeps failing its checksum";
       g.retry_task();
       continue;
     }
     if (r.copies > 0) {
       const uint64_t expected = r.first.slot_value;
       if (SlotFrozen(expected)) {
+        bound.why = "the key's slots stay frozen by a split";
         g.retry_task();
         continue;
       }
@@ -169,6 +174,7 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
       }
     }
     if (frozen) {
+      bound.why = "the key's slots stay frozen by a split";
       // A split is moving these buckets.
       g.retry_task();
       continue;
@@ -204,17 +210,19 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
     if (options_.speculative_lookup) cache_put(h.primary, slot, desired);
     return remove_duplicates(si, sh, key, h, *tb, g);
   }
-  return TooManyAttempts();
+  return bound.status();
 }
 
 Status Ops::remove_duplicates(int si, const Shard& sh, std::string_view key, const KeyHash& h, TaskBuffers& tb,
                               BackoffGuard& g) {
-  for (uint64_t attempt = 0; attempt < kMaxAttempts; ++attempt) {
+  RetryBound bound(*this, si, sh);
+  for (; bound.more(); bound.next()) {
     View v;
     FindResult r;
     Status s = locate(si, sh, key, h, tb, &g, &v, &r);
     if (!s.ok()) return s;
     if (r.retry) {
+      bound.why = "a block named by the key's slot keeps failing its checksum";
       g.retry_task();
       continue;
     }
@@ -224,6 +232,7 @@ Status Ops::remove_duplicates(int si, const Shard& sh, std::string_view key, con
       const Copy& c = r.all[i];
       if (c.slot_offset == r.first.slot_offset) continue;
       if (SlotFrozen(c.slot_value)) {
+        bound.why = "the key's slots stay frozen by a split";
         again = true;
         continue;
       }
@@ -240,7 +249,7 @@ Status Ops::remove_duplicates(int si, const Shard& sh, std::string_view key, con
     if (!again) return Status::OK();
     g.retry_task();
   }
-  return TooManyAttempts();
+  return bound.status();
 }
 
 Status Ops::remove(int si, const Shard& sh, std::string_view key, const KeyHash& h) {
@@ -250,12 +259,14 @@ Status Ops::remove(int si, const Shard& sh, std::string_view key, const KeyHash&
   BackoffGuard g(tc_.backoff);
   cache_erase(h.primary);
   bool confirmed = false, removed = false;
-  for (uint64_t attempt = 0; attempt < kMaxAttempts; ++attempt) {
+  RetryBound bound(*this, si, sh);
+  for (; bound.more(); bound.next()) {
     View v;
     FindResult r;
     s = locate(si, sh, key, h, *tb, &g, &v, &r);
     if (!s.ok()) return s;
     if (r.copies == 0 && r.retry) {
+      bound.why = "a block named by the key's slot keeps failing its checksum";
       g.retry_task();
       continue;
     }
@@ -269,6 +280,7 @@ Status Ops::remove(int si, const Shard& sh, std::string_view key, const KeyHash&
     }
     const uint64_t expected = r.first.slot_value;
     if (SlotFrozen(expected)) {
+      bound.why = "the key's slots stay frozen by a split";
       g.retry_task();
       continue;
     }
@@ -285,7 +297,7 @@ Status Ops::remove(int si, const Shard& sh, std::string_view key, const KeyHash&
     // A transient duplicate (concurrent inserts) must go too.
     if (r.copies == 1) return Status::OK();
   }
-  return TooManyAttempts();
+  return bound.status();
 }
 
 Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, const KeyHash& h,
@@ -304,12 +316,14 @@ Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, con
     if (have_block) release_block(si, offset, units, tag);
     have_block = false;
   };
-  for (uint64_t attempt = 0; attempt < kMaxAttempts; ++attempt) {
+  RetryBound bound(*this, si, sh);
+  for (; bound.more(); bound.next()) {
     View v;
     FindResult r;
     s = locate(si, sh, key, h, *tb, &g, &v, &r);
     if (!s.ok()) return s;
     if (r.copies == 0 && r.retry) {
+      bound.why = "a block named by the key's slot keeps failing its checksum";
       g.retry_task();
       continue;
     }
@@ -323,6 +337,7 @@ Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, con
     }
     const uint64_t expected = r.first.slot_value;
     if (SlotFrozen(expected)) {
+      bound.why = "the key's slots stay frozen by a split";
       g.retry_task();
       continue;
     }
@@ -364,7 +379,7 @@ Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, con
     g.retry_task();
   }
   release();
-  return TooManyAttempts();
+  return bound.status();
 }
 
 Status Ops::alloc_block(int si, const Shard& sh, size_t units, uint64_t* offset, uint8_t* tag) {

@@ -1,20 +1,87 @@
 // SMART-HT growth (extendible hashing).
 //
 // A subtable whose candidate buckets are full is split under the shard's
-// resize lock (a bit in the directory header): freeze every slot of the old
-// subtable by CAS (writers then fail their CAS and back off; readers still
-// read frozen slots), write the new subtable with the slots whose next
-// directory bit is 1, rewrite the old one with the rest (new bucket headers,
-// new empty-slot depth, new parity bit), and only then publish the new
-// subtable in the directory. A client with a stale directory notices it from
-// a bucket header that no longer accepts its key; a writer that read a slot
-// before the split fails its CAS afterwards because the split changed every
-// slot word (empty depth or parity).
+// resize lock, a smart::RemoteLock in the directory header (owner and
+// lease). The splitter records what it is doing in the header's split
+// intent (old and new subtable, depth, suffix, phase) and then:
+//   1. freezes every slot of the old subtable by CAS (writers then fail
+//      their CAS and back off; readers still read frozen slots) and writes
+//      the new subtable with the slots whose next directory bit is 1;
+//   2. rewrites the old subtable with the rest (new bucket headers, new
+//      empty-slot depth, new parity bit);
+//   3. publishes the new subtable in the directory, and clears the intent.
+// A client with a stale directory notices it from a bucket header that no
+// longer accepts its key; a writer that read a slot before the split fails
+// its CAS afterwards because the split changed every slot word (empty
+// depth or parity).
+//
+// A dead splitter. Its lock is taken over once its lease expires, or as
+// soon as the memory blade saw its session end (RemoteLock). Every new
+// holder first finishes the split the intent describes, so no key is lost
+// or duplicated: phase 1 is redone from the start (the old subtable is
+// untouched but for frozen bits, and frozen slots keep their values); in
+// phase 2 the new subtable is complete, so each bucket header is rewritten
+// and each slot still frozen is moved by CAS (a slot that is no longer
+// frozen was already rewritten and may hold a newer write); phase 3
+// rewrites the directory entries. A splitter that was only paused finds its
+// lock lost at its next renewal (before every write step) and stops.
 #include <algorithm>
 
+#include "smart/logging.h"
 #include "table_internal.h"
 
 namespace smart::hashtable {
+
+namespace {
+
+constexpr size_t kWindowBytes = kSplitWindowGroups * kGroupSize;
+constexpr size_t kResultsOffset = 2 * kWindowBytes;          // 16 CAS results
+constexpr size_t kLockScratchOffset = kResultsOffset + 16 * 8;  // 16 bytes
+constexpr size_t kHeaderOffset = kLockScratchOffset + 16;       // a DirectoryHeader
+constexpr size_t kSplitBufferSize = kHeaderOffset + sizeof(DirectoryHeader);
+constexpr int kCasBatch = 16;
+
+}  // namespace
+
+struct Ops::SplitPlan {
+  uint64_t old_subtable = 0;
+  uint64_t fresh = 0;
+  int depth = 0;  // of the old subtable before the split
+  uint64_t suffix = 0;
+  int new_depth() const { return depth + 1; }
+  uint64_t new_suffix() const { return suffix | (uint64_t{1} << depth); }
+  bool moves(uint64_t slot) const { return !SlotEmpty(slot) && ((SlotDirBits(slot) >> depth) & 1); }
+  // What an old slot becomes in the new subtable, and in the old one.
+  uint64_t in_fresh(uint64_t slot) const { return moves(slot) ? SlotWithParity(slot, new_depth()) : EmptySlot(new_depth()); }
+  uint64_t in_old(uint64_t slot) const {
+    return !SlotEmpty(slot) && !moves(slot) ? SlotWithParity(slot, new_depth()) : EmptySlot(new_depth());
+  }
+};
+
+Status Ops::split_buffer_ready() {
+  if (tc_.split_buffer != nullptr) return Status::OK();
+  tc_.split_buffer = static_cast<char*>(in_.alloc_cache(kSplitBufferSize));
+  if (tc_.split_buffer == nullptr) return Status::OutOfMemory("hash table: the initiator cache is exhausted");
+  return Status::OK();
+}
+
+RemoteLock& Ops::resize_lock(int si, const Shard& sh) {
+  std::unique_ptr<RemoteLock>& lock = tc_.resize_locks[si];
+  if (!lock) {
+    auto* scratch = reinterpret_cast<uint64_t*>(tc_.split_buffer + kLockScratchOffset);
+    lock = std::make_unique<RemoteLock>(in_, sh.directory + kResizeLockOffset, scratch, options_.lease);
+  }
+  return *lock;
+}
+
+namespace {
+
+void LogTakeOver(const HashTable::Shard& sh, const LockAcquireInfo& info) {
+  LogPrintf(LogLevel::kWarn, "hash table: took over the resize lock of memory node %d from %s (%s)", sh.node,
+            DescribeLockWord(info.previous).c_str(), info.by_session ? "its session ended" : "its lease expired");
+}
+
+}  // namespace
 
 Status Ops::split(int si, const Shard& sh, const KeyHash& h, uint64_t subtable, bool* busy) {
   *busy = false;
@@ -22,50 +89,95 @@ Status Ops::split(int si, const Shard& sh, const KeyHash& h, uint64_t subtable, 
     *busy = true;
     return Status::OK();
   }
-  if (tc_.split_buffer == nullptr) {
-    tc_.split_buffer = static_cast<char*>(in_.alloc_cache(2 * kSplitWindowGroups * kGroupSize + 16 * 8));
-    if (tc_.split_buffer == nullptr) return Status::OutOfMemory("hash table: the initiator cache is exhausted");
-  }
+  Status s = split_buffer_ready();
+  if (!s.ok()) return s;
   tc_.split_busy = true;
-  Status s = split_locked(si, sh, h, subtable, busy);
+  RemoteLock& lock = resize_lock(si, sh);
+  bool acquired = false;
+  LockAcquireInfo info;
+  s = lock.try_acquire(&acquired, &info);
+  if (s.ok() && !acquired) *busy = true;
+  if (s.ok() && acquired) {
+    if (info.took_over) LogTakeOver(sh, info);
+    s = finish_abandoned_split(si, sh, lock);
+    if (s.ok()) s = split_under_lock(si, sh, h, subtable, lock);
+    // On an error the intent stays: the next holder finishes the split.
+    const Status released = lock.release();
+    if (s.ok()) s = released;
+  }
   tc_.split_busy = false;
   return s;
 }
 
-Status Ops::split_locked(int si, const Shard& sh, const KeyHash& h, uint64_t subtable, bool* busy) {
-  uint64_t* word = reinterpret_cast<uint64_t*>(tc_.split_buffer + 2 * kSplitWindowGroups * kGroupSize);
-  const GlobalAddress header_addr = sh.directory;
-  // Take the resize lock.
-  Status s = in_.read(word, header_addr, 8, Option::kSync);
+Status Ops::help_stalled_split(int si, const Shard& sh) {
+  if (tc_.split_busy) return Status::OK();
+  Status s = split_buffer_ready();
   if (!s.ok()) return s;
-  const uint64_t unlocked = word[0];
-  if (unlocked & kDirectoryLockBit) {
-    *busy = true;
-    return Status::OK();
+  tc_.split_busy = true;
+  RemoteLock& lock = resize_lock(si, sh);
+  bool acquired = false;
+  LockAcquireInfo info;
+  s = lock.try_acquire(&acquired, &info);
+  if (s.ok() && acquired) {
+    if (info.took_over) LogTakeOver(sh, info);
+    s = finish_abandoned_split(si, sh, lock);
+    const Status released = lock.release();
+    if (s.ok()) s = released;
   }
-  s = in_.compare_and_swap(word, header_addr, unlocked, unlocked | kDirectoryLockBit, Option::kSync);
-  if (!s.ok()) return s;
-  if (word[0] != unlocked) {
-    *busy = true;
-    return Status::OK();
-  }
-  uint64_t depth_word = unlocked;
-  Status result = split_under_lock(si, sh, h, subtable, &depth_word);
-  // Unlock, with the depth after a possible doubling.
-  word[0] = depth_word;
-  s = in_.write(word, header_addr, 8, Option::kSync);
-  if (!s.ok()) return s;
-  return result;
+  tc_.split_busy = false;
+  return s;
 }
 
-Status Ops::split_under_lock(int si, const Shard& sh, const KeyHash& h, uint64_t subtable,
-                             uint64_t* depth_word) {
+Status Ops::finish_abandoned_split(int si, const Shard& sh, RemoteLock& lock) {
+  auto* header_words = reinterpret_cast<uint64_t*>(tc_.split_buffer + kHeaderOffset);
+  Status s = in_.read(header_words, sh.directory, sizeof(DirectoryHeader), Option::kSync);
+  if (!s.ok()) return s;
+  DirectoryHeader header;
+  memcpy(&header, header_words, sizeof(header));
+  const SplitIntent intent = DecodeSplitIntent(header.split_intent);
+  if (intent.phase == 0) return Status::OK();
+  SplitPlan plan;
+  plan.old_subtable = header.split_old;
+  plan.fresh = header.split_fresh;
+  plan.depth = intent.depth;
+  plan.suffix = intent.suffix;
+  const uint64_t capacity = in_.remote_capacity(sh.node);
+  const uint64_t bytes = Geometry{0, sh.groups}.subtable_bytes();
+  if (intent.phase > 3 || plan.depth >= kMaxGlobalDepth || (plan.suffix >> plan.depth) != 0 ||
+      plan.old_subtable == 0 || plan.fresh == 0 || plan.old_subtable + bytes > capacity ||
+      plan.fresh + bytes > capacity || (plan.old_subtable & 0xff) != 0 || (plan.fresh & 0xff) != 0) {
+    return Status::Internal("hash table: the split intent in the directory of memory node " + std::to_string(sh.node) +
+                            " makes no sense (phase " + std::to_string(intent.phase) + ", depth " +
+                            std::to_string(plan.depth) + ", old subtable " + std::to_string(plan.old_subtable) +
+                            ", new " + std::to_string(plan.fresh) + "): the directory is corrupt");
+  }
+  LogPrintf(LogLevel::kWarn, "hash table: finishing a split on memory node %d that another client left in phase %d",
+            sh.node, intent.phase);
+  s = refresh_directory(si, sh);
+  if (!s.ok()) return s;
+  if (tc_.dirs[si].global_depth <= plan.depth) {
+    return Status::Internal("hash table: the split intent on memory node " + std::to_string(sh.node) +
+                            " is deeper than the directory: the directory is corrupt");
+  }
+  if (intent.phase == 1) {
+    std::vector<uint64_t> image;
+    s = split_copy(sh, lock, plan, &image);
+    if (s.ok()) s = set_split_intent(sh, lock, plan, 2);
+    if (s.ok()) s = split_rewrite(sh, lock, plan, image);
+  } else if (intent.phase == 2) {
+    s = split_rewrite_in_place(sh, lock, plan);
+  }
+  if (s.ok()) s = set_split_intent(sh, lock, plan, 3);
+  if (s.ok()) s = split_publish(si, sh, lock, plan);
+  if (s.ok()) s = set_split_intent(sh, lock, plan, 0);
+  if (s.ok()) ++tc_.stats.splits_recovered;
+  return s;
+}
+
+Status Ops::split_under_lock(int si, const Shard& sh, const KeyHash& h, uint64_t subtable, RemoteLock& lock) {
   Status s = refresh_directory(si, sh);
   if (!s.ok()) return s;
   DirectoryCache& dc = tc_.dirs[si];
-  if (static_cast<uint64_t>(dc.global_depth) != *depth_word) {
-    return Status::Internal("hash table: the directory depth changed under the resize lock");
-  }
   const uint64_t entry = dc.entries[h.dir_bits() & DepthMask(dc.global_depth)];
   if (DirEntryOffset(entry) != subtable) return Status::OK();  // already split by someone else
   const int depth = DirEntryDepth(entry);
@@ -74,99 +186,193 @@ Status Ops::split_under_lock(int si, const Shard& sh, const KeyHash& h, uint64_t
                                " is full at the largest directory depth (" + std::to_string(kMaxGlobalDepth) +
                                "); build the table with a larger expected key count");
   }
-  const uint64_t suffix = h.dir_bits() & DepthMask(depth);
-  uint64_t* word = reinterpret_cast<uint64_t*>(tc_.split_buffer + 2 * kSplitWindowGroups * kGroupSize);
+  uint64_t* word = reinterpret_cast<uint64_t*>(tc_.split_buffer + kResultsOffset);
   if (depth == dc.global_depth) {
-    // Double the directory: copy the entries to the upper half, then
-    // raise the depth (still locked).
+    // Double the directory: copy the entries to the upper half, then raise
+    // the depth. A holder that dies in between leaves an unused upper half.
     const size_t half = dc.entries.size();
     std::vector<uint64_t> doubled(dc.entries);
     doubled.insert(doubled.end(), dc.entries.begin(), dc.entries.end());
-    s = write_entries(sh, doubled, half, half);
+    s = write_entries(sh, lock, doubled, half, half);
+    if (!s.ok()) return s;
+    s = lock.renew();
+    if (!s.ok()) return s;
+    word[0] = static_cast<uint64_t>(dc.global_depth + 1);
+    s = in_.write(word, sh.directory, 8, Option::kSync);
     if (!s.ok()) return s;
     dc.entries.swap(doubled);
     ++dc.global_depth;
-    *depth_word = static_cast<uint64_t>(dc.global_depth);
-    word[0] = *depth_word | kDirectoryLockBit;
-    s = in_.write(word, sh.directory, 8, Option::kSync);
-    if (!s.ok()) return s;
   }
-  const Geometry geometry{depth, sh.groups};
+  SplitPlan plan;
+  plan.old_subtable = subtable;
+  plan.depth = depth;
+  plan.suffix = h.dir_bits() & DepthMask(depth);
   GlobalAddress fresh;
-  s = in_.alloc_memory(sh.node, geometry.subtable_bytes(), &fresh);
+  s = in_.alloc_memory(sh.node, Geometry{depth, sh.groups}.subtable_bytes(), &fresh);
   if (!s.ok()) return s;
-  const uint64_t new_suffix = suffix | (uint64_t{1} << depth);
-  const int new_depth = depth + 1;
-  const size_t words_per_group = kGroupSize / 8;
-  std::vector<uint64_t> image(sh.groups * words_per_group);
-  char* window = tc_.split_buffer;
-  char* other = tc_.split_buffer + kSplitWindowGroups * kGroupSize;
-  // 1. Freeze the old subtable window by window and write the new one.
-  for (uint64_t g0 = 0; g0 < sh.groups; g0 += kSplitWindowGroups) {
-    const uint64_t groups = std::min<uint64_t>(kSplitWindowGroups, sh.groups - g0);
-    const uint64_t bytes = groups * kGroupSize;
-    s = in_.read(window, GlobalAddress(sh.node, subtable + g0 * kGroupSize), bytes, Option::kSync);
-    if (!s.ok()) return s;
-    auto* w = reinterpret_cast<uint64_t*>(window);
-    s = freeze(sh, subtable + g0 * kGroupSize, w, groups);
-    if (!s.ok()) return s;
-    memcpy(&image[g0 * words_per_group], w, bytes);
-    auto* n = reinterpret_cast<uint64_t*>(other);
-    for (uint64_t b = 0; b < groups * kBucketsPerGroup; ++b) {
-      n[b * 8] = EncodeBucketHeader(new_depth, new_suffix);
-      for (int j = 0; j < kSlotsPerBucket; ++j) {
-        const uint64_t slot = SlotUnfrozen(w[b * 8 + 1 + j]);
-        const bool moves = !SlotEmpty(slot) && ((SlotDirBits(slot) >> depth) & 1);
-        n[b * 8 + 1 + j] = moves ? SlotWithParity(slot, new_depth) : EmptySlot(new_depth);
-      }
-    }
-    s = in_.write(other, fresh + g0 * kGroupSize, bytes, Option::kSync);
-    if (!s.ok()) return s;
-  }
-  // 2. Rewrite the old subtable: new headers, moved slots emptied, kept
-  // slots unfrozen with the new parity. Clients still directed here by
-  // the directory find their moved keys rejected and wait for step 3.
-  for (uint64_t g0 = 0; g0 < sh.groups; g0 += kSplitWindowGroups) {
-    const uint64_t groups = std::min<uint64_t>(kSplitWindowGroups, sh.groups - g0);
-    auto* w = reinterpret_cast<uint64_t*>(window);
-    const uint64_t* old = &image[g0 * words_per_group];
-    for (uint64_t b = 0; b < groups * kBucketsPerGroup; ++b) {
-      w[b * 8] = EncodeBucketHeader(new_depth, suffix);
-      for (int j = 0; j < kSlotsPerBucket; ++j) {
-        const uint64_t slot = SlotUnfrozen(old[b * 8 + 1 + j]);
-        const bool keeps = !SlotEmpty(slot) && !((SlotDirBits(slot) >> depth) & 1);
-        w[b * 8 + 1 + j] = keeps ? SlotWithParity(slot, new_depth) : EmptySlot(new_depth);
-      }
-    }
-    s = in_.write(window, GlobalAddress(sh.node, subtable + g0 * kGroupSize), groups * kGroupSize, Option::kSync);
-    if (!s.ok()) return s;
-  }
-  // 3. Publish: every entry of the old subtable gets the new depth, half
-  // of them the new subtable.
-  for (size_t i = 0; i < dc.entries.size(); ++i) {
-    if ((i & DepthMask(depth)) != suffix) continue;
-    dc.entries[i] = ((i >> depth) & 1) ? EncodeDirEntry(fresh.offset, new_depth) : EncodeDirEntry(subtable, new_depth);
-  }
-  s = write_entries(sh, dc.entries, 0, dc.entries.size());
+  plan.fresh = fresh.offset;
+  // The subtables first, then the phase that makes them meaningful.
+  s = lock.renew();
+  if (!s.ok()) return s;
+  word[0] = plan.old_subtable;
+  word[1] = plan.fresh;
+  s = in_.write(word, sh.directory + offsetof(DirectoryHeader, split_old), 16, Option::kSync);
+  if (!s.ok()) return s;
+  s = set_split_intent(sh, lock, plan, 1);
+  if (!s.ok()) return s;
+  std::vector<uint64_t> image;
+  s = split_copy(sh, lock, plan, &image);
+  if (!s.ok()) return s;
+  s = set_split_intent(sh, lock, plan, 2);
+  if (!s.ok()) return s;
+  s = split_rewrite(sh, lock, plan, image);
+  if (!s.ok()) return s;
+  s = set_split_intent(sh, lock, plan, 3);
+  if (!s.ok()) return s;
+  s = split_publish(si, sh, lock, plan);
+  if (!s.ok()) return s;
+  s = set_split_intent(sh, lock, plan, 0);
   if (!s.ok()) return s;
   ++tc_.stats.splits;
   return Status::OK();
 }
 
-Status Ops::write_entries(const Shard& sh, const std::vector<uint64_t>& entries, size_t from, size_t count) {
-  // Through the split window buffers (2 windows = 24 KiB = 3072 entries).
-  const size_t per_write = 2 * kSplitWindowGroups * kGroupSize / 8;
+Status Ops::set_split_intent(const Shard& sh, RemoteLock& lock, const SplitPlan& plan, int phase) {
+  Status s = lock.renew();
+  if (!s.ok()) return s;
+  uint64_t* word = reinterpret_cast<uint64_t*>(tc_.split_buffer + kResultsOffset);
+  word[0] = phase == 0 ? 0 : EncodeSplitIntent(SplitIntent{phase, plan.depth, plan.suffix});
+  return in_.write(word, sh.directory + kSplitIntentOffset, 8, Option::kSync);
+}
+
+Status Ops::split_copy(const Shard& sh, RemoteLock& lock, const SplitPlan& plan, std::vector<uint64_t>* image) {
+  const size_t words_per_group = kGroupSize / 8;
+  image->assign(sh.groups * words_per_group, 0);
+  char* window = tc_.split_buffer;
+  char* other = tc_.split_buffer + kWindowBytes;
+  for (uint64_t g0 = 0; g0 < sh.groups; g0 += kSplitWindowGroups) {
+    const uint64_t groups = std::min<uint64_t>(kSplitWindowGroups, sh.groups - g0);
+    const uint64_t bytes = groups * kGroupSize;
+    Status s = lock.renew();
+    if (!s.ok()) return s;
+    s = in_.read(window, GlobalAddress(sh.node, plan.old_subtable + g0 * kGroupSize), bytes, Option::kSync);
+    if (!s.ok()) return s;
+    auto* w = reinterpret_cast<uint64_t*>(window);
+    s = freeze(sh, plan.old_subtable + g0 * kGroupSize, w, groups);
+    if (!s.ok()) return s;
+    memcpy(&(*image)[g0 * words_per_group], w, bytes);
+    auto* n = reinterpret_cast<uint64_t*>(other);
+    for (uint64_t b = 0; b < groups * kBucketsPerGroup; ++b) {
+      n[b * 8] = EncodeBucketHeader(plan.new_depth(), plan.new_suffix());
+      for (int j = 0; j < kSlotsPerBucket; ++j) n[b * 8 + 1 + j] = plan.in_fresh(SlotUnfrozen(w[b * 8 + 1 + j]));
+    }
+    s = in_.write(other, GlobalAddress(sh.node, plan.fresh + g0 * kGroupSize), bytes, Option::kSync);
+    if (!s.ok()) return s;
+  }
+  return Status::OK();
+}
+
+Status Ops::split_rewrite(const Shard& sh, RemoteLock& lock, const SplitPlan& plan, const std::vector<uint64_t>& image) {
+  // Clients still directed here by the directory find their moved keys
+  // rejected by the new headers and wait for the publish.
+  const size_t words_per_group = kGroupSize / 8;
+  auto* w = reinterpret_cast<uint64_t*>(tc_.split_buffer);
+  for (uint64_t g0 = 0; g0 < sh.groups; g0 += kSplitWindowGroups) {
+    const uint64_t groups = std::min<uint64_t>(kSplitWindowGroups, sh.groups - g0);
+    const uint64_t* old = &image[g0 * words_per_group];
+    for (uint64_t b = 0; b < groups * kBucketsPerGroup; ++b) {
+      w[b * 8] = EncodeBucketHeader(plan.new_depth(), plan.suffix);
+      for (int j = 0; j < kSlotsPerBucket; ++j) w[b * 8 + 1 + j] = plan.in_old(SlotUnfrozen(old[b * 8 + 1 + j]));
+    }
+    Status s = lock.renew();
+    if (!s.ok()) return s;
+    s = in_.write(w, GlobalAddress(sh.node, plan.old_subtable + g0 * kGroupSize), groups * kGroupSize, Option::kSync);
+    if (!s.ok()) return s;
+  }
+  return Status::OK();
+}
+
+Status Ops::split_rewrite_in_place(const Shard& sh, RemoteLock& lock, const SplitPlan& plan) {
+  auto* w = reinterpret_cast<uint64_t*>(tc_.split_buffer);
+  auto* results = reinterpret_cast<uint64_t*>(tc_.split_buffer + kResultsOffset);
+  auto* headers = reinterpret_cast<uint64_t*>(tc_.split_buffer + kWindowBytes);
+  const uint64_t header = EncodeBucketHeader(plan.new_depth(), plan.suffix);
+  for (uint64_t g0 = 0; g0 < sh.groups; g0 += kSplitWindowGroups) {
+    const uint64_t groups = std::min<uint64_t>(kSplitWindowGroups, sh.groups - g0);
+    const uint64_t base = plan.old_subtable + g0 * kGroupSize;
+    Status s = in_.read(w, GlobalAddress(sh.node, base), groups * kGroupSize, Option::kSync);
+    if (!s.ok()) return s;
+    // Headers first, so no slot is unfrozen under an old header.
+    std::vector<uint64_t> stale_headers;
+    for (uint64_t b = 0; b < groups * kBucketsPerGroup; ++b) {
+      if (w[b * 8] != header) stale_headers.push_back(b);
+    }
+    for (size_t i = 0; i < stale_headers.size(); i += kCasBatch) {
+      const size_t n = std::min<size_t>(kCasBatch, stale_headers.size() - i);
+      s = lock.renew();
+      if (!s.ok()) return s;
+      for (size_t k = 0; k < n; ++k) {
+        headers[k] = header;
+        s = in_.write(&headers[k], GlobalAddress(sh.node, base + kBucketSize * stale_headers[i + k]), 8,
+                      k + 1 == n ? Option::kSync : Option::kNone);
+        if (!s.ok()) return s;
+      }
+    }
+    std::vector<int> frozen;
+    for (uint64_t b = 0; b < groups * kBucketsPerGroup; ++b) {
+      for (int j = 0; j < kSlotsPerBucket; ++j) {
+        const int index = static_cast<int>(b * 8 + 1 + j);
+        if (SlotFrozen(w[index])) frozen.push_back(index);
+      }
+    }
+    for (size_t i = 0; i < frozen.size(); i += kCasBatch) {
+      const size_t n = std::min<size_t>(kCasBatch, frozen.size() - i);
+      s = lock.renew();
+      if (!s.ok()) return s;
+      for (size_t k = 0; k < n; ++k) {
+        const int index = frozen[i + k];
+        // Nobody else changes a frozen slot; a CAS that fails found it
+        // already moved, which is what this step wants.
+        s = in_.compare_and_swap(&results[k], GlobalAddress(sh.node, base + 8 * static_cast<uint64_t>(index)), w[index],
+                                 plan.in_old(SlotUnfrozen(w[index])), k + 1 == n ? Option::kSync : Option::kNone);
+        if (!s.ok()) return s;
+      }
+    }
+  }
+  return Status::OK();
+}
+
+Status Ops::split_publish(int si, const Shard& sh, RemoteLock& lock, const SplitPlan& plan) {
+  Status s = refresh_directory(si, sh);
+  if (!s.ok()) return s;
+  DirectoryCache& dc = tc_.dirs[si];
+  // Every entry of the old subtable gets the new depth, half of them the new
+  // subtable.
+  for (size_t i = 0; i < dc.entries.size(); ++i) {
+    if ((i & DepthMask(plan.depth)) != plan.suffix) continue;
+    dc.entries[i] = ((i >> plan.depth) & 1) ? EncodeDirEntry(plan.fresh, plan.new_depth())
+                                            : EncodeDirEntry(plan.old_subtable, plan.new_depth());
+  }
+  return write_entries(sh, lock, dc.entries, 0, dc.entries.size());
+}
+
+Status Ops::write_entries(const Shard& sh, RemoteLock& lock, const std::vector<uint64_t>& entries, size_t from,
+                          size_t count) {
+  // Through the two split windows (24 KiB = 3072 entries at a time).
+  const size_t per_write = 2 * kWindowBytes / 8;
   for (size_t i = from; i < from + count; i += per_write) {
     const size_t n = std::min(per_write, from + count - i);
     memcpy(tc_.split_buffer, &entries[i], 8 * n);
-    Status s = in_.write(tc_.split_buffer, sh.directory + (kDirectoryEntriesOffset + 8 * i), 8 * n, Option::kSync);
+    Status s = lock.renew();
+    if (!s.ok()) return s;
+    s = in_.write(tc_.split_buffer, sh.directory + (kDirectoryEntriesOffset + 8 * i), 8 * n, Option::kSync);
     if (!s.ok()) return s;
   }
   return Status::OK();
 }
 
 Status Ops::freeze(const Shard& sh, uint64_t offset, uint64_t* w, uint64_t groups) {
-  uint64_t* results = reinterpret_cast<uint64_t*>(tc_.split_buffer + 2 * kSplitWindowGroups * kGroupSize);
+  uint64_t* results = reinterpret_cast<uint64_t*>(tc_.split_buffer + kResultsOffset);
   std::vector<int> pending;
   for (uint64_t b = 0; b < groups * kBucketsPerGroup; ++b) {
     for (int j = 0; j < kSlotsPerBucket; ++j) {
@@ -176,8 +382,8 @@ Status Ops::freeze(const Shard& sh, uint64_t offset, uint64_t* w, uint64_t group
   }
   while (!pending.empty()) {
     std::vector<int> again;
-    for (size_t i = 0; i < pending.size(); i += 16) {
-      const size_t n = std::min<size_t>(16, pending.size() - i);
+    for (size_t i = 0; i < pending.size(); i += kCasBatch) {
+      const size_t n = std::min<size_t>(kCasBatch, pending.size() - i);
       for (size_t k = 0; k < n; ++k) {
         const int index = pending[i + k];
         Status s = in_.compare_and_swap(&results[k], GlobalAddress(sh.node, offset + 8 * static_cast<uint64_t>(index)),
@@ -190,7 +396,7 @@ Status Ops::freeze(const Shard& sh, uint64_t offset, uint64_t* w, uint64_t group
           w[index] |= kFrozenBit;
         } else {
           w[index] = results[k];  // changed under us: freeze what is there now
-          again.push_back(index);
+          if (!SlotFrozen(w[index])) again.push_back(index);
         }
       }
     }

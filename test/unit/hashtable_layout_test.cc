@@ -87,7 +87,18 @@ TEST(HashTableLayout, DirectoryEntries) {
   const uint64_t e = EncodeDirEntry(123 * 16384, 7);
   EXPECT_EQ(DirEntryOffset(e), 123u * 16384);
   EXPECT_EQ(DirEntryDepth(e), 7);
-  EXPECT_EQ(kDirectorySize, 32u + 8 * 4096);
+  EXPECT_EQ(kDirectorySize, 64u + 8 * 4096);
+}
+
+TEST(HashTableLayout, SplitIntentRoundTrips) {
+  const SplitIntent in{2, 11, 0x5a5};
+  const SplitIntent out = DecodeSplitIntent(EncodeSplitIntent(in));
+  EXPECT_EQ(out.phase, 2);
+  EXPECT_EQ(out.depth, 11);
+  EXPECT_EQ(out.suffix, 0x5a5u);
+  EXPECT_EQ(EncodeSplitIntent(SplitIntent{}), 0u);  // 0: no split under way
+  EXPECT_EQ(kResizeLockOffset, 32u);
+  EXPECT_EQ(kSplitIntentOffset, 40u);
 }
 
 TEST(HashTableLayout, BlockRoundTripAndChecks) {

@@ -1,0 +1,207 @@
+// SMART-HT when something went wrong: a client that died holding the resize
+// lock (before or in the middle of a split), random bytes in the remote
+// structure, another application on the same memory blade.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "hash_table.h"
+#include "layout.h"
+#include "smart/bench.h"
+#include "smart/initiator.h"
+#include "smart/named_root.h"
+#include "smart/remote_lock.h"
+#include "test_util.h"
+
+namespace smart::hashtable {
+namespace {
+
+class HashTableFailureTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_ = smart::testing::TestConfig();
+    blade_ = std::make_unique<EmbeddedMemoryBlade>(config_, 64);
+    initiator_ = Connect();
+    options_.expected_keys = 300;
+    options_.lease.lease_ns = 200000000;  // 0.2 s
+    options_.retry_timeout_ns = 1000000000;
+  }
+
+  std::unique_ptr<Initiator> Connect() {
+    auto in = std::make_unique<Initiator>(config_);
+    in->connect(0, blade_->host(), blade_->port(), 8);
+    return in;
+  }
+
+  void Open() { table_ = std::make_unique<HashTable>(*initiator_, config_, 1, options_); }
+
+  GlobalAddress Directory(Initiator& in) {
+    NamedRoots roots(in);
+    uint64_t value = 0;
+    EXPECT_TRUE(roots.lookup(0, kRootName, &value).ok());
+    return GlobalAddress(0, value);
+  }
+
+  static std::string Key(int i) { return "key" + std::to_string(i); }
+
+  void ExpectAllKeys(int from, int to) {
+    std::string value;
+    for (int i = from; i < to; ++i) {
+      ASSERT_TRUE(table_->search(Key(i), &value).ok()) << Key(i);
+      ASSERT_EQ(value, "v" + std::to_string(i));
+      int copies = 0;
+      ASSERT_TRUE(table_->count_copies(Key(i), &copies).ok());
+      ASSERT_EQ(copies, 1) << Key(i);
+    }
+  }
+
+  SmartConfig config_;
+  std::unique_ptr<EmbeddedMemoryBlade> blade_;
+  std::unique_ptr<Initiator> initiator_;
+  TableOptions options_;
+  std::unique_ptr<HashTable> table_;
+};
+
+TEST_F(HashTableFailureTest, ResizeLockOfAClosedSessionIsTakenOver) {
+  Open();
+  {
+    // Another client takes the resize lock and goes away holding it.
+    auto other = Connect();
+    auto* scratch = static_cast<uint64_t*>(other->alloc_cache(64));
+    RemoteLock lock(*other, Directory(*other) + kResizeLockOffset, scratch, options_.lease);
+    bool acquired = false;
+    ASSERT_TRUE(lock.try_acquire(&acquired).ok());
+    ASSERT_TRUE(acquired);
+  }
+  for (int i = 0; i < 3000; ++i) ASSERT_TRUE(table_->insert(Key(i), "v" + std::to_string(i)).ok()) << i;
+  EXPECT_GT(table_->stats().splits, 0u);
+  EXPECT_EQ(table_->stats().splits_recovered, 0u);
+  ExpectAllKeys(0, 3000);
+}
+
+TEST_F(HashTableFailureTest, GarbageInTheResizeLockIsTakenOver) {
+  Open();
+  auto* word = static_cast<uint64_t*>(initiator_->alloc_cache(8));
+  word[0] = 0x1234567890abcdefull & ~(uint64_t{1} << 63);
+  ASSERT_TRUE(initiator_->write(word, Directory(*initiator_) + kResizeLockOffset, 8, Option::kSync).ok());
+  for (int i = 0; i < 3000; ++i) ASSERT_TRUE(table_->insert(Key(i), "v" + std::to_string(i)).ok()) << i;
+  EXPECT_GT(table_->stats().splits, 0u);
+  ExpectAllKeys(0, 3000);
+}
+
+// A client dies in phase 1 of a split: it holds the lock, recorded its
+// intent, allocated the new subtable and froze some slots of the old one.
+TEST_F(HashTableFailureTest, SplitLeftInPhaseOneIsFinishedByTheNextClient) {
+  Open();
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(table_->insert(Key(i), "v" + std::to_string(i)).ok());
+  ASSERT_EQ(table_->stats().splits, 0u);
+  {
+    auto other = Connect();
+    const GlobalAddress dir = Directory(*other);
+    auto* buffer = static_cast<uint64_t*>(other->alloc_cache(4096));
+    RemoteLock lock(*other, dir + kResizeLockOffset, buffer + 500, options_.lease);
+    bool acquired = false;
+    ASSERT_TRUE(lock.try_acquire(&acquired).ok());
+    ASSERT_TRUE(acquired);
+    ASSERT_TRUE(other->read(buffer, dir, sizeof(DirectoryHeader) + 8, Option::kSync).ok());
+    DirectoryHeader header;
+    memcpy(&header, buffer, sizeof(header));
+    ASSERT_EQ(header.depth_word, 0u);  // one subtable
+    const uint64_t old_subtable = DirEntryOffset(buffer[sizeof(DirectoryHeader) / 8]);
+    GlobalAddress fresh;
+    ASSERT_TRUE(other->alloc_memory(0, Geometry{0, header.groups_per_subtable}.subtable_bytes(), &fresh).ok());
+    // The directory doubles before the intent is written.
+    buffer[0] = EncodeDirEntry(old_subtable, 0);
+    ASSERT_TRUE(other->write(buffer, dir + (kDirectoryEntriesOffset + 8), 8, Option::kSync).ok());
+    buffer[0] = 1;
+    ASSERT_TRUE(other->write(buffer, dir, 8, Option::kSync).ok());
+    buffer[0] = old_subtable;
+    buffer[1] = fresh.offset;
+    ASSERT_TRUE(other->write(buffer, dir + offsetof(DirectoryHeader, split_old), 16, Option::kSync).ok());
+    buffer[0] = EncodeSplitIntent(SplitIntent{1, 0, 0});
+    ASSERT_TRUE(other->write(buffer, dir + kSplitIntentOffset, 8, Option::kSync).ok());
+    // Freeze the first 64 slots (of the first groups).
+    ASSERT_TRUE(other->read(buffer, GlobalAddress(0, old_subtable), 3 * kGroupSize, Option::kSync).ok());
+    for (int w = 0; w < static_cast<int>(3 * kGroupSize / 8); ++w) {
+      if (w % 8 == 0) continue;  // bucket headers
+      uint64_t* old = buffer + 256;
+      ASSERT_TRUE(other->compare_and_swap(old, GlobalAddress(0, old_subtable + 8 * w), buffer[w], buffer[w] | kFrozenBit,
+                                          Option::kSync)
+                      .ok());
+    }
+  }  // the client goes away holding the lock
+  // Readers find every key; writers of frozen slots get the split finished.
+  ExpectAllKeys(0, 200);
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(table_->update(Key(i), "v" + std::to_string(i)).ok()) << i;
+  for (int i = 200; i < 2000; ++i) ASSERT_TRUE(table_->insert(Key(i), "v" + std::to_string(i)).ok()) << i;
+  EXPECT_EQ(table_->stats().splits_recovered, 1u);
+  ExpectAllKeys(0, 2000);
+  uint64_t slots = 0;
+  int depth = 0;
+  ASSERT_TRUE(table_->capacity(0, &slots, &depth).ok());
+  EXPECT_GE(depth, 1);
+}
+
+TEST_F(HashTableFailureTest, RandomBytesInABucketEndInAnErrorNotALoop) {
+  Open();
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(table_->insert(Key(i), "v" + std::to_string(i)).ok());
+  HashTable::Location where;
+  ASSERT_TRUE(table_->locate(Key(7), &where).ok());
+  auto* noise = static_cast<uint64_t*>(initiator_->alloc_cache(kBucketSize));
+  std::mt19937_64 random(42);
+  for (size_t i = 0; i < kBucketSize / 8; ++i) noise[i] = random();
+  const GlobalAddress bucket(0, where.slot.offset & ~uint64_t{kBucketSize - 1});
+  ASSERT_TRUE(initiator_->write(noise, bucket, kBucketSize, Option::kSync).ok());
+  std::string value;
+  Status s = table_->search(Key(7), &value);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.code(), Status::Code::kNotFound) << s.ToString();
+  s = table_->update(Key(7), "again");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.code(), Status::Code::kNotFound) << s.ToString();
+}
+
+TEST_F(HashTableFailureTest, RandomBytesInABlockEndInAnErrorNamingTheChecksum) {
+  Open();
+  ASSERT_TRUE(table_->insert("victim", "value").ok());
+  HashTable::Location where;
+  ASSERT_TRUE(table_->locate("victim", &where).ok());
+  auto* noise = static_cast<uint64_t*>(initiator_->alloc_cache(where.block_length));
+  std::mt19937_64 random(7);
+  for (size_t i = 0; i < where.block_length / 8; ++i) noise[i] = random();
+  ASSERT_TRUE(initiator_->write(noise, where.block, where.block_length, Option::kSync).ok());
+  std::string value;
+  const Status s = table_->search("victim", &value);
+  EXPECT_EQ(s.code(), Status::Code::kTimedOut) << s.ToString();
+  EXPECT_NE(s.ToString().find("checksum"), std::string::npos) << s.ToString();
+}
+
+TEST_F(HashTableFailureTest, SharesItsBladeWithAnotherApplication) {
+  NamedRoots roots(*initiator_);
+  RootClaim claim;
+  ASSERT_TRUE(roots.open(0, "btree", &claim).ok());
+  ASSERT_TRUE(claim.must_build());
+  GlobalAddress other_root;
+  ASSERT_TRUE(initiator_->alloc_memory(0, 4096, &other_root).ok());
+  ASSERT_TRUE(claim.publish(other_root.offset).ok());
+  Open();
+  for (int i = 0; i < 500; ++i) ASSERT_TRUE(table_->insert(Key(i), "v" + std::to_string(i)).ok());
+  // A second client attaches to both instead of building either again.
+  auto second = Connect();
+  HashTable again(*second, config_, 1, options_);
+  std::string value;
+  ASSERT_TRUE(again.search(Key(42), &value).ok());
+  EXPECT_EQ(value, "v42");
+  NamedRoots second_roots(*second);
+  uint64_t found = 0;
+  ASSERT_TRUE(second_roots.lookup(0, "btree", &found).ok());
+  EXPECT_EQ(found, other_root.offset);
+  std::vector<NamedRootInfo> all;
+  ASSERT_TRUE(second_roots.list(0, &all).ok());
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_TRUE(all[0].published && all[1].published);
+}
+
+}  // namespace
+}  // namespace smart::hashtable

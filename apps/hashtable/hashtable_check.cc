@@ -36,6 +36,9 @@ struct Options {
   bool absent = false;
   bool allow_missing = false;
   uint64_t min_slots = 0;
+  uint64_t lease_ms = 2000;
+  uint64_t retry_timeout_ms = 10000;
+  bool exact = false;
 };
 
 std::string Key(uint64_t id) {
@@ -78,6 +81,8 @@ class Checker {
     options.speculative_lookup = config_.use_speculative_lookup;
     // A short grace period makes block reuse (and its checks) frequent.
     options.reclaim_grace_ns = 1000000;
+    options.lease.lease_ns = o_.lease_ms * 1000000;
+    options.retry_timeout_ns = o_.retry_timeout_ms * 1000000;
     table_ = std::make_unique<HashTable>(*initiator_, config_, static_cast<int>(o_.servers.size()), options);
   }
 
@@ -113,8 +118,9 @@ class Checker {
     }
     const hashtable::TableStats s = table_->stats();
     printf("hashtable_check %s: ok (torn reads %" PRIu64 ", stale directory %" PRIu64 ", CAS failures %" PRIu64
-           ", splits %" PRIu64 ", retired %" PRIu64 ", reused %" PRIu64 ")\n",
-           what.c_str(), s.torn_reads, s.stale_directory, s.cas_failures, s.splits, s.blocks_retired, s.blocks_reused);
+           ", splits %" PRIu64 ", splits of dead clients finished %" PRIu64 ", retired %" PRIu64 ", reused %" PRIu64 ")\n",
+           what.c_str(), s.torn_reads, s.stale_directory, s.cas_failures, s.splits, s.splits_recovered,
+           s.blocks_retired, s.blocks_reused);
     return 0;
   }
 
@@ -173,6 +179,9 @@ void CheckValue(Checker& c, const Options& o, uint64_t id, const std::string& va
     c.fail(Key(id) + " holds the value of key " + std::to_string(key_in_value));
   } else if (*writer < 0 || *writer >= o.writers || *seq > static_cast<uint64_t>(o.rounds)) {
     c.fail(Key(id) + " holds a value nobody wrote: \"" + value + "\"");
+  } else if (o.exact && (*writer != o.writer || *seq != static_cast<uint64_t>(o.rounds))) {
+    c.fail(Key(id) + " holds \"" + value + "\", but the last acknowledged write was \"" +
+           Value(o.writer, id, static_cast<uint64_t>(o.rounds)) + "\"");
   }
 }
 
@@ -340,6 +349,10 @@ int main(int argc, char** argv) {
   app.add_flag("--absent", o.absent, "verify: the keys must be absent");
   app.add_flag("--allow-missing", o.allow_missing, "a key may be missing (deleted concurrently)");
   app.add_option("--min-slots", o.min_slots, "capacity: slots each shard must have at least");
+  app.add_option("--lease-ms", o.lease_ms, "lease of the resize lock and build claim (ms)")->check(CLI::Range(1, 3600000));
+  app.add_option("--retry-timeout-ms", o.retry_timeout_ms, "an operation stuck this long fails (ms)")
+      ->check(CLI::Range(1, 3600000));
+  app.add_flag("--exact", o.exact, "verify: each value is the one --writer wrote in round --rounds (its acknowledged write)");
   std::map<std::string, std::function<int(Checker&, const Options&)>> commands = {
       {"build", [](Checker& c, const Options&) { return c.finish("build"); }},
       {"insert", Insert}, {"update", Update}, {"delete", Delete}, {"verify", Verify},

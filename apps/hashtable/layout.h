@@ -5,7 +5,8 @@
 // Per shard (one memory blade), reached through the named root "hashtable":
 //
 //   Directory   header (global depth, geometry, resize lock, split intent), then
-//               1 << kMaxGlobalDepth entries (subtable offset | local depth).
+//               1 << kMaxGlobalDepth entries (subtable offset | local depth),
+//               of which the first 1 << global depth are in use.
 //   Subtable    groups_per_subtable groups of three 64-byte buckets:
 //               [main bucket of even indices][shared overflow][main of odd].
 //               A key's bucket index i (one per hash) reads 128 bytes: for an
@@ -32,9 +33,13 @@ constexpr size_t kGroupSize = kBucketSize * kBucketsPerGroup;  // 192
 constexpr int kSlotsPerGroup = kSlotsPerBucket * kBucketsPerGroup;
 constexpr size_t kBucketPairSize = 2 * kBucketSize;  // one READ per hash
 
-// Directory: 12 bits of directory hash are kept in every slot, so a split
-// never reads a block to decide where a key goes.
-constexpr int kMaxGlobalDepth = 12;
+// Directory: up to 2^kMaxGlobalDepth entries. The low kSlotDirBits bits of
+// a key's directory hash are kept in its slot, so a split up to that depth
+// never reads a block to decide where a key goes; deeper splits read the
+// blocks of the slots they move and hash the keys.
+constexpr int kMaxGlobalDepth = 20;
+constexpr int kSlotDirBits = 12;
+constexpr uint64_t kSlotDirMask = (uint64_t{1} << kSlotDirBits) - 1;
 constexpr uint64_t kDirectoryMagic = 0x3230544848434152ull;  // "RACEHT02"
 // The directory header. The resize lock is a smart::RemoteLock word (owner
 // and lease), so a client that dies while splitting is taken over; the
@@ -107,7 +112,7 @@ inline bool HeaderAccepts(uint64_t header, uint64_t dir_bits) {
 //   bits 14-17  block tag: bumped each time the block is reused, so a reader
 //               holding an old slot value notices a recycled block
 //   bit  18     frozen: a split is moving the bucket; writers wait
-//   bits 19-30  directory hash bits of the key (kMaxGlobalDepth of them)
+//   bits 19-30  the low kSlotDirBits directory hash bits of the key
 //   bit  31     parity of the subtable's local depth when the slot was
 //               written: a split rewrites every slot it keeps, so a writer
 //               that read the slot before the split fails its CAS after it
@@ -194,9 +199,10 @@ inline std::string_view BlockValue(const char* block) {
 // The hashes of a key: directory bits, fingerprint, two bucket indices in
 // [0, 2 * groups_per_subtable), and the shard, from independent seeds.
 struct KeyHash {
-  uint64_t primary;    // dir bits (0-11), fingerprint (13-20), bucket 0 (32-63)
-  uint64_t secondary;  // bucket 1 (32-63)
-  uint64_t dir_bits() const { return primary & 0xfff; }
+  uint64_t primary;    // dir bits 0-11 (0-11), fingerprint (13-20), bucket 0 (32-63)
+  uint64_t secondary;  // dir bits 12-19 (0-7), bucket 1 (32-63)
+  // kMaxGlobalDepth bits; the slot keeps the low kSlotDirBits of them.
+  uint64_t dir_bits() const { return (primary & kSlotDirMask) | (secondary & 0xff) << kSlotDirBits; }
   uint8_t fingerprint() const { return static_cast<uint8_t>(primary >> 13); }
 };
 uint64_t HashBytes(const void* data, size_t length, uint64_t seed);

@@ -71,7 +71,7 @@ Status Ops::find_key(const Shard& sh, std::string_view key, const KeyHash& h, co
   Candidate c[kCandidateBuckets * kSlotsPerBucket];
   int n = 0;
   const uint8_t fp = h.fingerprint();
-  const uint64_t dir_bits = h.dir_bits();
+  const uint64_t dir_bits = h.dir_bits() & kSlotDirMask;
   for (int b = 0; b < v.count; ++b) {
     for (int j = 0; j < kSlotsPerBucket; ++j) {
       const uint64_t slot = v.slot(b, j);

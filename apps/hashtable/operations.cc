@@ -88,7 +88,7 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
   f.fingerprint = h.fingerprint();
   f.units = static_cast<uint8_t>(units);
   f.tag = tag;
-  f.dir_bits = static_cast<uint16_t>(h.dir_bits());
+  f.dir_bits = static_cast<uint16_t>(h.dir_bits() & kSlotDirMask);
   f.block_offset = offset;
   const uint64_t new_slot = EncodeSlot(f);
   // The block write rides in the doorbell of the next read.
@@ -360,7 +360,7 @@ Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, con
     f.fingerprint = h.fingerprint();
     f.units = static_cast<uint8_t>(units);
     f.tag = tag;
-    f.dir_bits = static_cast<uint16_t>(h.dir_bits());
+    f.dir_bits = static_cast<uint16_t>(h.dir_bits() & kSlotDirMask);
     f.block_offset = offset;
     const uint64_t desired = SlotWithParity(EncodeSlot(f), HeaderDepth(v.header(r.first.bucket)));
     const GlobalAddress slot(sh.node, r.first.slot_offset);

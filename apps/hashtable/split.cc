@@ -26,6 +26,7 @@
 // rewrites the directory entries. A splitter that was only paused finds its
 // lock lost at its next renewal (before every write step) and stops.
 #include <algorithm>
+#include <set>
 
 #include "smart/logging.h"
 #include "table_internal.h"
@@ -38,7 +39,9 @@ constexpr size_t kWindowBytes = kSplitWindowGroups * kGroupSize;
 constexpr size_t kResultsOffset = 2 * kWindowBytes;          // 16 CAS results
 constexpr size_t kLockScratchOffset = kResultsOffset + 16 * 8;  // 16 bytes
 constexpr size_t kHeaderOffset = kLockScratchOffset + 16;       // a DirectoryHeader
-constexpr size_t kSplitBufferSize = kHeaderOffset + sizeof(DirectoryHeader);
+constexpr size_t kBlocksOffset = kHeaderOffset + sizeof(DirectoryHeader);
+constexpr size_t kBlocksBytes = 64 * 1024;  // blocks read by a deep split
+constexpr size_t kSplitBufferSize = kBlocksOffset + kBlocksBytes;
 constexpr int kCasBatch = 16;
 
 }  // namespace
@@ -50,11 +53,13 @@ struct Ops::SplitPlan {
   uint64_t suffix = 0;
   int new_depth() const { return depth + 1; }
   uint64_t new_suffix() const { return suffix | (uint64_t{1} << depth); }
-  bool moves(uint64_t slot) const { return !SlotEmpty(slot) && ((SlotDirBits(slot) >> depth) & 1); }
-  // What an old slot becomes in the new subtable, and in the old one.
-  uint64_t in_fresh(uint64_t slot) const { return moves(slot) ? SlotWithParity(slot, new_depth()) : EmptySlot(new_depth()); }
-  uint64_t in_old(uint64_t slot) const {
-    return !SlotEmpty(slot) && !moves(slot) ? SlotWithParity(slot, new_depth()) : EmptySlot(new_depth());
+  // What an old slot (unfrozen) becomes in the new subtable, and in the
+  // old one; `moves`: its key's directory bit `depth` is 1.
+  uint64_t in_fresh(uint64_t slot, bool moves) const {
+    return !SlotEmpty(slot) && moves ? SlotWithParity(slot, new_depth()) : EmptySlot(new_depth());
+  }
+  uint64_t in_old(uint64_t slot, bool moves) const {
+    return !SlotEmpty(slot) && !moves ? SlotWithParity(slot, new_depth()) : EmptySlot(new_depth());
   }
 };
 
@@ -161,9 +166,10 @@ Status Ops::finish_abandoned_split(int si, const Shard& sh, RemoteLock& lock) {
   }
   if (intent.phase == 1) {
     std::vector<uint64_t> image;
-    s = split_copy(sh, lock, plan, &image);
+    std::vector<char> moves;
+    s = split_copy(sh, lock, plan, &image, &moves);
     if (s.ok()) s = set_split_intent(sh, lock, plan, 2);
-    if (s.ok()) s = split_rewrite(sh, lock, plan, image);
+    if (s.ok()) s = split_rewrite(sh, lock, plan, image, moves);
   } else if (intent.phase == 2) {
     s = split_rewrite_in_place(sh, lock, plan);
   }
@@ -181,10 +187,12 @@ Status Ops::split_under_lock(int si, const Shard& sh, const KeyHash& h, uint64_t
   const uint64_t entry = dc.entries[h.dir_bits() & DepthMask(dc.global_depth)];
   if (DirEntryOffset(entry) != subtable) return Status::OK();  // already split by someone else
   const int depth = DirEntryDepth(entry);
+  const uint64_t subtable_bytes = Geometry{depth, sh.groups}.subtable_bytes();
   if (depth >= kMaxGlobalDepth) {
     return Status::OutOfMemory("hash table: a subtable of memory node " + std::to_string(sh.node) +
                                " is full at the largest directory depth (" + std::to_string(kMaxGlobalDepth) +
-                               "); build the table with a larger expected key count");
+                               ", subtables of " + std::to_string(subtable_bytes >> 10) +
+                               " KiB); build the table with a larger expected key count, so that its subtables are larger");
   }
   uint64_t* word = reinterpret_cast<uint64_t*>(tc_.split_buffer + kResultsOffset);
   if (depth == dc.global_depth) {
@@ -208,8 +216,15 @@ Status Ops::split_under_lock(int si, const Shard& sh, const KeyHash& h, uint64_t
   plan.depth = depth;
   plan.suffix = h.dir_bits() & DepthMask(depth);
   GlobalAddress fresh;
-  s = in_.alloc_memory(sh.node, Geometry{depth, sh.groups}.subtable_bytes(), &fresh);
-  if (!s.ok()) return s;
+  s = in_.alloc_memory(sh.node, subtable_bytes, &fresh);
+  if (!s.ok()) {
+    std::set<uint64_t> subtables;
+    for (uint64_t e : dc.entries) subtables.insert(DirEntryOffset(e));
+    return Status::OutOfMemory("hash table: memory node " + std::to_string(sh.node) + " has no room for another subtable (" +
+                               std::to_string(subtable_bytes >> 10) + " KiB) of the " + std::to_string(subtables.size()) +
+                               " it holds, with " + std::to_string(in_.remote_capacity(sh.node) >> 20) +
+                               " MiB in its pool: raise capacity in backend.json or add memory blades (" + s.ToString() + ")");
+  }
   plan.fresh = fresh.offset;
   // The subtables first, then the phase that makes them meaningful.
   s = lock.renew();
@@ -221,11 +236,12 @@ Status Ops::split_under_lock(int si, const Shard& sh, const KeyHash& h, uint64_t
   s = set_split_intent(sh, lock, plan, 1);
   if (!s.ok()) return s;
   std::vector<uint64_t> image;
-  s = split_copy(sh, lock, plan, &image);
+  std::vector<char> moves;
+  s = split_copy(sh, lock, plan, &image, &moves);
   if (!s.ok()) return s;
   s = set_split_intent(sh, lock, plan, 2);
   if (!s.ok()) return s;
-  s = split_rewrite(sh, lock, plan, image);
+  s = split_rewrite(sh, lock, plan, image, moves);
   if (!s.ok()) return s;
   s = set_split_intent(sh, lock, plan, 3);
   if (!s.ok()) return s;
@@ -245,9 +261,57 @@ Status Ops::set_split_intent(const Shard& sh, RemoteLock& lock, const SplitPlan&
   return in_.write(word, sh.directory + kSplitIntentOffset, 8, Option::kSync);
 }
 
-Status Ops::split_copy(const Shard& sh, RemoteLock& lock, const SplitPlan& plan, std::vector<uint64_t>* image) {
+Status Ops::moving_slots(const Shard& sh, const SplitPlan& plan, const uint64_t* w, size_t words, char* moves) {
+  if (plan.depth < kSlotDirBits) {
+    for (size_t i = 0; i < words; ++i) moves[i] = (SlotDirBits(SlotUnfrozen(w[i])) >> plan.depth) & 1;
+    return Status::OK();
+  }
+  // Deeper than the slots' directory bits: hash the keys of the blocks.
+  char* blocks = tc_.split_buffer + kBlocksOffset;
+  std::vector<size_t> batch;
+  size_t i = 0;
+  while (i < words) {
+    batch.clear();
+    size_t used = 0;
+    for (; i < words; ++i) {
+      const uint64_t slot = SlotUnfrozen(w[i]);
+      moves[i] = 0;
+      if (i % 8 == 0 || SlotEmpty(slot)) continue;  // bucket header or empty
+      if (used + SlotBlockLength(slot) > kBlocksBytes) break;
+      batch.push_back(i);
+      used += SlotBlockLength(slot);
+    }
+    used = 0;
+    for (size_t k = 0; k < batch.size(); ++k) {
+      const uint64_t slot = SlotUnfrozen(w[batch[k]]);
+      Status s = in_.read(blocks + used, GlobalAddress(sh.node, SlotBlockOffset(slot)), SlotBlockLength(slot),
+                          k + 1 == batch.size() ? Option::kSync : Option::kNone);
+      if (!s.ok()) return s;
+      used += SlotBlockLength(slot);
+    }
+    used = 0;
+    for (size_t index : batch) {
+      const uint64_t slot = SlotUnfrozen(w[index]);
+      const char* block = blocks + used;
+      used += SlotBlockLength(slot);
+      // A slot frozen by the split keeps its block from being reused, so
+      // a block that fails its check here is corrupt, not torn.
+      if (CheckBlock(block, SlotBlockLength(slot), SlotTag(slot)) != BlockCheck::kValid) {
+        return Status::Internal("hash table: splitting a subtable of memory node " + std::to_string(sh.node) +
+                                ": the block at offset " + std::to_string(SlotBlockOffset(slot)) +
+                                " fails its checksum: the table's remote memory is corrupt");
+      }
+      moves[index] = (HashKey(BlockKey(block)).dir_bits() >> plan.depth) & 1;
+    }
+  }
+  return Status::OK();
+}
+
+Status Ops::split_copy(const Shard& sh, RemoteLock& lock, const SplitPlan& plan, std::vector<uint64_t>* image,
+                       std::vector<char>* moves) {
   const size_t words_per_group = kGroupSize / 8;
   image->assign(sh.groups * words_per_group, 0);
+  moves->assign(sh.groups * words_per_group, 0);
   char* window = tc_.split_buffer;
   char* other = tc_.split_buffer + kWindowBytes;
   for (uint64_t g0 = 0; g0 < sh.groups; g0 += kSplitWindowGroups) {
@@ -261,10 +325,16 @@ Status Ops::split_copy(const Shard& sh, RemoteLock& lock, const SplitPlan& plan,
     s = freeze(sh, plan.old_subtable + g0 * kGroupSize, w, groups);
     if (!s.ok()) return s;
     memcpy(&(*image)[g0 * words_per_group], w, bytes);
+    char* m = &(*moves)[g0 * words_per_group];
+    s = moving_slots(sh, plan, w, groups * words_per_group, m);
+    if (!s.ok()) return s;
     auto* n = reinterpret_cast<uint64_t*>(other);
     for (uint64_t b = 0; b < groups * kBucketsPerGroup; ++b) {
       n[b * 8] = EncodeBucketHeader(plan.new_depth(), plan.new_suffix());
-      for (int j = 0; j < kSlotsPerBucket; ++j) n[b * 8 + 1 + j] = plan.in_fresh(SlotUnfrozen(w[b * 8 + 1 + j]));
+      for (int j = 0; j < kSlotsPerBucket; ++j) {
+        const size_t i = b * 8 + 1 + j;
+        n[i] = plan.in_fresh(SlotUnfrozen(w[i]), m[i]);
+      }
     }
     s = in_.write(other, GlobalAddress(sh.node, plan.fresh + g0 * kGroupSize), bytes, Option::kSync);
     if (!s.ok()) return s;
@@ -272,7 +342,8 @@ Status Ops::split_copy(const Shard& sh, RemoteLock& lock, const SplitPlan& plan,
   return Status::OK();
 }
 
-Status Ops::split_rewrite(const Shard& sh, RemoteLock& lock, const SplitPlan& plan, const std::vector<uint64_t>& image) {
+Status Ops::split_rewrite(const Shard& sh, RemoteLock& lock, const SplitPlan& plan, const std::vector<uint64_t>& image,
+                          const std::vector<char>& moves) {
   // Clients still directed here by the directory find their moved keys
   // rejected by the new headers and wait for the publish.
   const size_t words_per_group = kGroupSize / 8;
@@ -280,9 +351,13 @@ Status Ops::split_rewrite(const Shard& sh, RemoteLock& lock, const SplitPlan& pl
   for (uint64_t g0 = 0; g0 < sh.groups; g0 += kSplitWindowGroups) {
     const uint64_t groups = std::min<uint64_t>(kSplitWindowGroups, sh.groups - g0);
     const uint64_t* old = &image[g0 * words_per_group];
+    const char* m = &moves[g0 * words_per_group];
     for (uint64_t b = 0; b < groups * kBucketsPerGroup; ++b) {
       w[b * 8] = EncodeBucketHeader(plan.new_depth(), plan.suffix);
-      for (int j = 0; j < kSlotsPerBucket; ++j) w[b * 8 + 1 + j] = plan.in_old(SlotUnfrozen(old[b * 8 + 1 + j]));
+      for (int j = 0; j < kSlotsPerBucket; ++j) {
+        const size_t i = b * 8 + 1 + j;
+        w[i] = plan.in_old(SlotUnfrozen(old[i]), m[i]);
+      }
     }
     Status s = lock.renew();
     if (!s.ok()) return s;
@@ -318,6 +393,9 @@ Status Ops::split_rewrite_in_place(const Shard& sh, RemoteLock& lock, const Spli
         if (!s.ok()) return s;
       }
     }
+    std::vector<char> moves(groups * kGroupSize / 8);
+    s = moving_slots(sh, plan, w, moves.size(), moves.data());
+    if (!s.ok()) return s;
     std::vector<int> frozen;
     for (uint64_t b = 0; b < groups * kBucketsPerGroup; ++b) {
       for (int j = 0; j < kSlotsPerBucket; ++j) {
@@ -334,7 +412,8 @@ Status Ops::split_rewrite_in_place(const Shard& sh, RemoteLock& lock, const Spli
         // Nobody else changes a frozen slot; a CAS that fails found it
         // already moved, which is what this step wants.
         s = in_.compare_and_swap(&results[k], GlobalAddress(sh.node, base + 8 * static_cast<uint64_t>(index)), w[index],
-                                 plan.in_old(SlotUnfrozen(w[index])), k + 1 == n ? Option::kSync : Option::kNone);
+                                 plan.in_old(SlotUnfrozen(w[index]), moves[index]),
+                                 k + 1 == n ? Option::kSync : Option::kNone);
         if (!s.ok()) return s;
       }
     }
@@ -346,14 +425,27 @@ Status Ops::split_publish(int si, const Shard& sh, RemoteLock& lock, const Split
   Status s = refresh_directory(si, sh);
   if (!s.ok()) return s;
   DirectoryCache& dc = tc_.dirs[si];
-  // Every entry of the old subtable gets the new depth, half of them the new
-  // subtable.
-  for (size_t i = 0; i < dc.entries.size(); ++i) {
-    if ((i & DepthMask(plan.depth)) != plan.suffix) continue;
-    dc.entries[i] = ((i >> plan.depth) & 1) ? EncodeDirEntry(plan.fresh, plan.new_depth())
-                                            : EncodeDirEntry(plan.old_subtable, plan.new_depth());
+  // Every entry of the old subtable (one in 2^depth) gets the new depth,
+  // half of them the new subtable; only those entries are written.
+  uint64_t* words = reinterpret_cast<uint64_t*>(tc_.split_buffer);
+  const size_t stride = size_t{1} << plan.depth;
+  std::vector<size_t> changed;
+  for (size_t i = plan.suffix; i < dc.entries.size(); i += stride) changed.push_back(i);
+  for (size_t i = 0; i < changed.size(); i += kCasBatch) {
+    const size_t n = std::min<size_t>(kCasBatch, changed.size() - i);
+    s = lock.renew();
+    if (!s.ok()) return s;
+    for (size_t k = 0; k < n; ++k) {
+      const size_t e = changed[i + k];
+      dc.entries[e] = ((e >> plan.depth) & 1) ? EncodeDirEntry(plan.fresh, plan.new_depth())
+                                              : EncodeDirEntry(plan.old_subtable, plan.new_depth());
+      words[k] = dc.entries[e];
+      s = in_.write(&words[k], sh.directory + (kDirectoryEntriesOffset + 8 * e), 8,
+                    k + 1 == n ? Option::kSync : Option::kNone);
+      if (!s.ok()) return s;
+    }
   }
-  return write_entries(sh, lock, dc.entries, 0, dc.entries.size());
+  return Status::OK();
 }
 
 Status Ops::write_entries(const Shard& sh, RemoteLock& lock, const std::vector<uint64_t>& entries, size_t from,

@@ -15,6 +15,7 @@
 // named above each group.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -127,6 +128,7 @@ struct HashTable::ThreadContext {
   std::vector<DirectoryCache> dirs;
   std::vector<BlockPool> pools;
   char* dir_buffer = nullptr;
+  bool dir_buffer_busy = false;
   std::vector<TaskBuffers> tasks = std::vector<TaskBuffers>(kMaxTasksPerThread);
   char* split_buffer = nullptr;  // kSplitBufferSize (split.cc)
   bool split_busy = false;       // a task of this thread splits or helps
@@ -270,9 +272,14 @@ class Ops {
   Status set_split_intent(const Shard& sh, RemoteLock& lock, const SplitPlan& plan, int phase);
   // Phase 1: freeze the old subtable and write the new one; `image` gets
   // the old subtable's frozen words.
-  Status split_copy(const Shard& sh, RemoteLock& lock, const SplitPlan& plan, std::vector<uint64_t>* image);
+  Status split_copy(const Shard& sh, RemoteLock& lock, const SplitPlan& plan, std::vector<uint64_t>* image,
+                    std::vector<char>* moves);
   // Phase 2 from the image: rewrite the old subtable window by window.
-  Status split_rewrite(const Shard& sh, RemoteLock& lock, const SplitPlan& plan, const std::vector<uint64_t>& image);
+  Status split_rewrite(const Shard& sh, RemoteLock& lock, const SplitPlan& plan, const std::vector<uint64_t>& image,
+                       const std::vector<char>& moves);
+  // moves[i]: the key of slot word w[i] goes to the new subtable (from the
+  // slot's directory bits, or deeper than those from its block's key).
+  Status moving_slots(const Shard& sh, const SplitPlan& plan, const uint64_t* w, size_t words, char* moves);
   // Phase 2 without an image (after a take-over): bucket headers, then a
   // CAS for each slot still frozen.
   Status split_rewrite_in_place(const Shard& sh, RemoteLock& lock, const SplitPlan& plan);

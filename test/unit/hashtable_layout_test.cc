@@ -87,7 +87,14 @@ TEST(HashTableLayout, DirectoryEntries) {
   const uint64_t e = EncodeDirEntry(123 * 16384, 7);
   EXPECT_EQ(DirEntryOffset(e), 123u * 16384);
   EXPECT_EQ(DirEntryDepth(e), 7);
-  EXPECT_EQ(kDirectorySize, 64u + 8 * 4096);
+  EXPECT_EQ(kDirectorySize, 64u + 8 * (1u << 20));
+}
+
+TEST(HashTableLayout, DirectoryBitsExtendPastTheSlotsBits) {
+  const KeyHash h{0xabcdef0123456789ull, 0x00000000000000a5ull};
+  EXPECT_EQ(h.dir_bits() & kSlotDirMask, 0x789u);
+  EXPECT_EQ(h.dir_bits() >> kSlotDirBits, 0xa5u);
+  EXPECT_LT(h.dir_bits(), uint64_t{1} << kMaxGlobalDepth);
 }
 
 TEST(HashTableLayout, SplitIntentRoundTrips) {

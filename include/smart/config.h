@@ -2,6 +2,8 @@
 // environment overrides. Every file and variable is read here and nowhere else.
 #pragma once
 
+#include "smart/fault_injection.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,6 +41,8 @@ struct ConflictAvoidanceConfig {
 
 struct SmartConfig {
   std::string source;  // file the values came from
+  // SMART_FAULTS, parsed; installed when the transport opens.
+  std::vector<FaultRule> faults;
 
   TransportChoice transport = TransportChoice::kAuto;
   struct {
@@ -89,7 +93,8 @@ struct SmartConfig {
   static SmartConfig LoadFile(const std::string& path);
   // Parses JSON text; `source` names it in error messages. No env applied.
   static SmartConfig Parse(const std::string& text, const std::string& source);
-  // Applies SMART_OPTS, DISABLE_CORO_THROT and MAX_BACKOFF_CYCLE_LOG2.
+  // Applies SMART_OPTS, DISABLE_CORO_THROT, MAX_BACKOFF_CYCLE_LOG2 and
+  // SMART_FAULTS (fault injection for tests: include/smart/fault_injection.h).
   void ApplyEnvironment();
   // Applies a SMART_OPTS value ("None", or tokens ThrdAwareAlloc,
   // WorkReqThrot, ConflictAvoid, SpecLookup). Throws on an unknown token.

@@ -233,6 +233,7 @@ void SmartConfig::ApplySmartOpts(const std::string& opts) {
 void SmartConfig::ApplyEnvironment() {
   std::string value;
   if (GetEnv("SMART_OPTS", &value)) ApplySmartOpts(value);
+  if (GetEnv("SMART_FAULTS", &value)) faults = ParseFaultRules(value);
   if (GetEnv("DISABLE_CORO_THROT", &value)) conflict_avoidance.coroutine_throttling = false;
   if (GetEnv("MAX_BACKOFF_CYCLE_LOG2", &value)) {
     char* end = nullptr;

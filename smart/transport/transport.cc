@@ -5,8 +5,11 @@
 #include "smart/logging.h"
 #include "smart/status.h"
 #include "smart/transport.h"
+#include "fault/fault_internal.h"
 
 namespace smart {
+
+static std::unique_ptr<Device> OpenDevice(const SmartConfig& config);
 
 const char* TransportKindName(TransportKind kind) {
   switch (kind) {
@@ -27,6 +30,15 @@ int CountRdmaDevices() {
 }
 
 std::unique_ptr<Device> Device::Open(const SmartConfig& config) {
+  if (!config.faults.empty()) {
+    InstallFaultRules(config.faults);
+    std::unique_ptr<Device> inner = OpenDevice(config);
+    return HasWorkRequestFaults() ? fault_internal::WrapDevice(std::move(inner)) : std::move(inner);
+  }
+  return OpenDevice(config);
+}
+
+static std::unique_ptr<Device> OpenDevice(const SmartConfig& config) {
   switch (config.transport) {
     case TransportChoice::kShm:
       return OpenShmDevice(config);

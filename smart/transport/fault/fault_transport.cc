@@ -1,0 +1,77 @@
+// The fault-injecting transport: a Device whose queue pairs count the work
+// requests posted through them and apply SMART_FAULTS' work-request rules
+// before handing the list to the wrapped transport. A failed request gets
+// an rkey that names no region, so the wrapped transport itself completes
+// it with a remote access error, as a NIC does.
+#include "fault_internal.h"
+
+namespace smart::fault_internal {
+
+namespace {
+
+class FaultQueuePair : public QueuePair {
+ public:
+  explicit FaultQueuePair(std::unique_ptr<QueuePair> inner) : inner_(std::move(inner)) {}
+  QueuePairEndpoint endpoint() const override { return inner_->endpoint(); }
+  void connect(const QueuePairEndpoint& remote, std::shared_ptr<PeerMemory> peer) override {
+    inner_->connect(remote, std::move(peer));
+  }
+  int post_send(ibv_send_wr* wr, ibv_send_wr** bad_wr) override {
+    for (ibv_send_wr* w = wr; w != nullptr; w = w->next) {
+      FaultRule fire;
+      if (!HitRequest(w->opcode, &fire)) continue;
+      if (fire.action == FaultAction::kFail) {
+        if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+          w->wr.atomic.rkey ^= 0x5a5a5a5au;
+        } else {
+          w->wr.rdma.rkey ^= 0x5a5a5a5au;
+        }
+      } else {
+        Perform(fire);
+      }
+    }
+    return inner_->post_send(wr, bad_wr);
+  }
+  int max_inline_data() const override { return inner_->max_inline_data(); }
+
+ private:
+  std::unique_ptr<QueuePair> inner_;
+};
+
+class FaultDevice : public Device {
+ public:
+  explicit FaultDevice(std::unique_ptr<Device> inner) : inner_(std::move(inner)) {}
+  TransportKind kind() const override { return inner_->kind(); }
+  std::string description() const override { return inner_->description() + " (with fault injection)"; }
+  std::unique_ptr<MemoryRegion> allocate_shared_region(size_t bytes) override {
+    return inner_->allocate_shared_region(bytes);
+  }
+  std::unique_ptr<MemoryRegion> register_memory(void* addr, size_t length) override {
+    return inner_->register_memory(addr, length);
+  }
+  std::unique_ptr<CompletionQueue> create_cq(int depth, ThreadDomain* domain, bool concurrent) override {
+    return inner_->create_cq(depth, domain, concurrent);
+  }
+  std::unique_ptr<ThreadDomain> create_thread_domain() override { return inner_->create_thread_domain(); }
+  std::unique_ptr<QueuePair> create_qp(const QueuePairOptions& options) override {
+    return std::make_unique<FaultQueuePair>(inner_->create_qp(options));
+  }
+  std::string export_regions(const std::vector<const MemoryRegion*>& regions) override {
+    return inner_->export_regions(regions);
+  }
+  std::shared_ptr<PeerMemory> import_regions(const std::vector<RemoteRegion>& regions,
+                                              const std::string& exported) override {
+    return inner_->import_regions(regions, exported);
+  }
+
+ private:
+  std::unique_ptr<Device> inner_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> WrapDevice(std::unique_ptr<Device> inner) {
+  return std::make_unique<FaultDevice>(std::move(inner));
+}
+
+}  // namespace smart::fault_internal

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "smart/bench.h"
+#include "smart/fault_injection.h"
 #include "smart/logging.h"
 #include "smart/named_root.h"
 #include "table_internal.h"
@@ -40,6 +41,7 @@ GlobalAddress BuildTable(Initiator& in, node_t node, const Geometry& geometry, c
       if (!s.ok()) throw Error("hash table: building a subtable failed: " + s.ToString());
     }
     progress.update(i + 1);
+    FaultPoint("ht.build.subtable");
     if (still_mine) still_mine();
   }
   progress.finish();

@@ -12,11 +12,10 @@ constexpr size_t kDirectoryReadBytes = 128 * 1024;
 
 Status Ops::refresh_directory(int si, const Shard& sh) {
   DirectoryCache& dc = tc_.dirs[si];
-  if (dc.refreshing) {
-    // Another task of this thread is reading it right now.
-    while (dc.refreshing) this_task::yield();
-    return Status::OK();
-  }
+  // Another task of this thread may be reading it right now. Its copy may
+  // predate a change this task must see (a splitter's own doubling, a split
+  // it waits for), so wait for it and read again.
+  while (dc.refreshing) this_task::yield();
   if (tc_.dir_buffer == nullptr) {
     tc_.dir_buffer = static_cast<char*>(in_.alloc_cache(kDirectoryReadBytes));
     if (tc_.dir_buffer == nullptr) return Status::OutOfMemory("hash table: the initiator cache is exhausted");

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <set>
 
+#include "smart/fault_injection.h"
 #include "smart/logging.h"
 #include "table_internal.h"
 
@@ -104,6 +105,7 @@ Status Ops::split(int si, const Shard& sh, const KeyHash& h, uint64_t subtable, 
   if (s.ok() && !acquired) *busy = true;
   if (s.ok() && acquired) {
     if (info.took_over) LogTakeOver(sh, info);
+    FaultPoint("ht.split.locked");
     s = finish_abandoned_split(si, sh, lock);
     if (s.ok()) s = split_under_lock(si, sh, h, subtable, lock);
     // On an error the intent stays: the next holder finishes the split.
@@ -324,6 +326,7 @@ Status Ops::split_copy(const Shard& sh, RemoteLock& lock, const SplitPlan& plan,
     auto* w = reinterpret_cast<uint64_t*>(window);
     s = freeze(sh, plan.old_subtable + g0 * kGroupSize, w, groups);
     if (!s.ok()) return s;
+    FaultPoint("ht.split.frozen");
     memcpy(&(*image)[g0 * words_per_group], w, bytes);
     char* m = &(*moves)[g0 * words_per_group];
     s = moving_slots(sh, plan, w, groups * words_per_group, m);
@@ -336,6 +339,10 @@ Status Ops::split_copy(const Shard& sh, RemoteLock& lock, const SplitPlan& plan,
         n[i] = plan.in_fresh(SlotUnfrozen(w[i]), m[i]);
       }
     }
+    // Renewed right before the write: a holder paused since the freeze
+    // must not overwrite a new subtable that a new holder already filled.
+    s = lock.renew();
+    if (!s.ok()) return s;
     s = in_.write(other, GlobalAddress(sh.node, plan.fresh + g0 * kGroupSize), bytes, Option::kSync);
     if (!s.ok()) return s;
   }
@@ -363,6 +370,7 @@ Status Ops::split_rewrite(const Shard& sh, RemoteLock& lock, const SplitPlan& pl
     if (!s.ok()) return s;
     s = in_.write(w, GlobalAddress(sh.node, plan.old_subtable + g0 * kGroupSize), groups * kGroupSize, Option::kSync);
     if (!s.ok()) return s;
+    FaultPoint("ht.split.rewriting");
   }
   return Status::OK();
 }
@@ -444,6 +452,7 @@ Status Ops::split_publish(int si, const Shard& sh, RemoteLock& lock, const Split
                     k + 1 == n ? Option::kSync : Option::kNone);
       if (!s.ok()) return s;
     }
+    FaultPoint("ht.split.publishing");
   }
   return Status::OK();
 }

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# A client stopped or killed at each step of a split, and while it builds
+# the table under its named root, at exactly that point (SMART_FAULTS fault
+# points, no timing luck):
+#   kill  the blade sees its session close; another client takes the lock
+#         over at once and finishes the split (or builds the table);
+#   stop  it stays connected; another client takes over after the lease,
+#         and the stopped client, resumed, finds its lock lost and fails
+#         ("lock lost") instead of writing.
+# Every key a surviving writer was told it inserted holds exactly its value,
+# once; so do the victim's first keys once inserted again. Last, a work
+# request made to fail with a remote access error.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/hashtable_lib.sh"
+LEASE=(--lease-ms 300)
+
+# Waits until process $1 is stopped (SIGSTOP) or gone.
+wait_stopped_or_dead() {
+  local pid=$1 state
+  for _ in $(seq 1 600); do
+    state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || echo X)
+    [[ $state == T || $state == X || $state == Z ]] && return 0
+    sleep 0.05
+  done
+  fail "the victim neither stopped nor died at its fault point"
+}
+
+# run_victim ACTION POINT LOG ARGS...: runs hashtable_check ARGS in the
+# background with the fault; sets VICTIM.
+run_victim() {
+  local action=$1 point=$2 log=$3
+  shift 3
+  SMART_FAULTS="$action@point:$point" "$SMART_BIN/hashtable_check" --server "${SERVERS[0]}" "${LEASE[@]}" "$@" \
+    >"$log" 2>&1 &
+  VICTIM=$!
+  wait_stopped_or_dead "$VICTIM"
+}
+
+# After a stopped victim's lock was taken over: resume it; it must fail
+# with "lock lost".
+resume_victim() {
+  local log=$1 status
+  kill -CONT "$VICTIM"
+  set +e
+  wait "$VICTIM"
+  status=$?
+  set -e
+  ((status != 0)) || { cat "$log" >&2; fail "the resumed victim succeeded after its lock was taken over"; }
+  grep -q "lock lost\|taken over" "$log" || { cat "$log" >&2; fail "the resumed victim did not report its lost lock"; }
+}
+
+for point in ht.split.locked ht.split.frozen ht.split.rewriting ht.split.publishing; do
+  for action in kill stop; do
+    start_hashtable_blade 256
+    SERVERS=("127.0.0.1:$BLADE_PORT")
+    check build --expected-keys 2000 "${LEASE[@]}" >/dev/null
+    log="$WORK_DIR/victim.$point.$action.log"
+    run_victim "$action" "$point" "$log" --threads 1 --coros 4 insert --from 0 --to 100000 --writer 0
+    grep -q "insert: ok" "$log" && fail "$point: the victim finished without reaching its fault point"
+    out=$(check "${LEASE[@]}" insert --from 1000000 --to 1020000 --writer 1 2>&1)
+    grep -q "took over the resize lock" <<<"$out" ||
+      { echo "$out" >&2; fail "$point/$action: the survivor did not take the victim's resize lock over"; }
+    # At ht.split.locked nothing was written yet: nothing to finish.
+    finished=1
+    [[ $point == ht.split.locked ]] && finished=0
+    grep -q "splits of dead clients finished $finished" <<<"$out" ||
+      { echo "$out" >&2; fail "$point/$action: the survivor did not finish the victim's split"; }
+    if [[ $action == stop ]]; then
+      resume_victim "$log"
+    else
+      wait "$VICTIM" 2>/dev/null || true
+    fi
+    check verify --from 1000000 --to 1020000 --writer 1 --writers 3 --rounds 0 --exact >/dev/null
+    check insert --from 0 --to 2000 --writer 2 >/dev/null
+    check verify --from 0 --to 2000 --writer 2 --writers 3 --rounds 0 --exact >/dev/null
+    stop_blades
+    echo "ok: $action at $point: the split was finished by another client; every acknowledged insert found once"
+  done
+done
+
+for action in kill stop; do
+  start_hashtable_blade 256
+  SERVERS=("127.0.0.1:$BLADE_PORT")
+  log="$WORK_DIR/builder.$action.log"
+  run_victim "$action" ht.build.subtable "$log" --expected-keys 400000 build
+  check "${LEASE[@]}" --expected-keys 400000 insert --from 0 --to 5000 --writer 1 >/dev/null
+  [[ $action == stop ]] && resume_victim "$log"
+  [[ $action == kill ]] && { wait "$VICTIM" 2>/dev/null || true; }
+  check verify --from 0 --to 5000 --writer 1 --writers 2 --rounds 0 --exact >/dev/null
+  stop_blades
+  echo "ok: $action while building under the named root: another client built the table"
+done
+# A work request that completes with a remote access error (as a NIC
+# reports a bad rkey): the operation fails naming it, the table stays whole.
+start_hashtable_blade 64
+SERVERS=("127.0.0.1:$BLADE_PORT")
+check build --expected-keys 2000 >/dev/null
+set +e
+SMART_FAULTS="fail@read#50" "$SMART_BIN/hashtable_check" --server "${SERVERS[0]}" insert --from 0 --to 1000 --writer 0 \
+  >"$WORK_DIR/rae.log" 2>&1
+status=$?
+set -e
+((status != 0)) || fail "a run with a failed READ succeeded"
+grep -q "remote access error" "$WORK_DIR/rae.log" || { cat "$WORK_DIR/rae.log" >&2; fail "the remote access error was not reported"; }
+check insert --from 0 --to 1000 --writer 1 >/dev/null
+check verify --from 0 --to 1000 --writer 1 --writers 2 --rounds 0 --exact >/dev/null
+stop_blades
+echo "ok: a READ completing with a remote access error failed its operation by name; the table stayed whole"
+
+pass "clients stopped and killed at each step of a split and of the build; others went on, nothing lost"

@@ -12,7 +12,7 @@
 //   integration_client lock-hold --server H:P --root R [--lease-ms L]
 //       takes the lock word in root entry R, says "holding", renews it until
 //       killed; exits 3 with "lock lost" if another client took it over
-//   integration_client lock-take --server H:P --root R [--lease-ms L] [--expect took-over|free]
+//   integration_client lock-take --server H:P --root R [--lease-ms L] [--max-wait-ms W] [--expect took-over|free]
 //       takes the lock, prints how long it waited and why it got it
 #include <CLI/CLI.hpp>
 #include <atomic>
@@ -47,6 +47,7 @@ struct Options {
   uint64_t seed = 1;
   uint64_t first_region = 0;
   uint64_t lease_ms = 2000;
+  uint64_t max_wait_ms = 60000;
   std::string expect_lock = "took-over";
 };
 
@@ -348,6 +349,7 @@ int Hammer(const Options& opts) {
 LeaseOptions LeaseFor(const Options& opts) {
   LeaseOptions lease;
   lease.lease_ns = opts.lease_ms * 1000000;
+  lease.max_wait_ns = opts.max_wait_ms * 1000000;
   return lease;
 }
 
@@ -421,6 +423,8 @@ int main(int argc, char** argv) {
   CLI::App* take = app.add_subcommand("lock-take", "take the lock in the root entry and say how it was had");
   for (CLI::App* sub : {hold, take}) {
     sub->add_option("--lease-ms", opts.lease_ms, "lease of the lock")->check(CLI::Range(1, 3600000));
+    sub->add_option("--max-wait-ms", opts.max_wait_ms, "longest wait for a live holder before failing")
+        ->check(CLI::Range(1, 3600000));
   }
   take->add_option("--expect", opts.expect_lock, "took-over or free")->check(CLI::IsMember({"took-over", "free"}));
   for (CLI::App* sub : {setup, counter, check, shadow, bad, hammer, hold, take}) add_common(sub);

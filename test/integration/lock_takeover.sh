@@ -36,7 +36,8 @@ for round in 1 2 3 4 5; do
   killed_at=$(date +%s.%N)
   wait "$HOLDER" 2>/dev/null || true
   # A lease of ten minutes: only the session table can free the lock in time.
-  "$client" lock-take --server "$server" --root 1 --lease-ms 600000 --expect took-over >"$WORK_DIR/take.log" 2>&1 ||
+  "$client" lock-take --server "$server" --root 1 --lease-ms 600000 --max-wait-ms 20000 --expect took-over \
+    >"$WORK_DIR/take.log" 2>&1 ||
     { cat "$WORK_DIR/take.log" >&2; fail "round $round: the lock of a killed holder was not taken over"; }
   took=$(python3 -c "import time; print(f'{time.time() - $killed_at:.3f}')")
   grep -q "holder's session ended" "$WORK_DIR/take.log" ||
@@ -49,7 +50,7 @@ pass "a SIGKILLed holder's lock was taken over 5 times; kill to take-over (incl.
 start_holder "$WORK_DIR/hold.stop.log" --lease-ms 400
 stopped=$HOLDER
 kill -STOP "$stopped"
-"$client" lock-take --server "$server" --root 1 --lease-ms 400 --expect took-over >"$WORK_DIR/take.log" 2>&1 ||
+"$client" lock-take --server "$server" --root 1 --lease-ms 400 --max-wait-ms 20000 --expect took-over >"$WORK_DIR/take.log" 2>&1 ||
   { cat "$WORK_DIR/take.log" >&2; kill -KILL "$stopped"; fail "the lock of a stopped holder was not taken over"; }
 grep -q "holder's lease expired" "$WORK_DIR/take.log" ||
   { cat "$WORK_DIR/take.log" >&2; kill -KILL "$stopped"; fail "the stopped holder's lock was not taken over by lease expiry"; }

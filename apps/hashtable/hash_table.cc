@@ -79,7 +79,14 @@ HashTable::ThreadContext& HashTable::context_slow() {
   std::lock_guard<std::mutex> lock(contexts_mutex_);
   contexts_[id] = std::make_unique<ThreadContext>(config_, shards_.size());
   tc = contexts_[id].get();
-  tc->grace_cycles = static_cast<uint64_t>(static_cast<double>(options_.reclaim_grace_ns) * CyclesPerNanosecond()) + 1;
+  BlockPoolOptions pool;
+  pool.unit = kBlockUnit;
+  pool.max_units = kMaxBlockUnits;
+  pool.arena_bytes = kArenaBytes;
+  pool.grace_ns = options_.reclaim_grace_ns;
+  pool.tag_bits = kTagBits;
+  pool.offset_limit = kMaxBlockOffset;
+  tc->blocks = std::make_unique<BlockPool>(initiator_, pool);
   if (options_.speculative_lookup && options_.speculative_cache_entries > 0) {
     tc->cache.resize(options_.speculative_cache_entries);
     tc->cache_mask = options_.speculative_cache_entries - 1;
@@ -182,9 +189,10 @@ TableStats HashTable::stats() const {
     total.splits_recovered += s.splits_recovered;
     total.speculative_hits += s.speculative_hits;
     total.speculative_misses += s.speculative_misses;
-    total.blocks_retired += s.blocks_retired;
-    total.blocks_reused += s.blocks_reused;
-    total.remote_bytes_allocated += s.remote_bytes_allocated;
+    const BlockPoolStats& b = tc->blocks->stats();
+    total.blocks_retired += b.blocks_retired;
+    total.blocks_reused += b.blocks_reused;
+    total.remote_bytes_allocated += b.bytes_allocated;
   }
   return total;
 }

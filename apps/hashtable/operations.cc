@@ -12,9 +12,9 @@
 // reader's back. Deletes remove every copy they see.
 //
 // Reclamation. A block replaced by update/insert or removed by delete is
-// retired by the client whose CAS unlinked it (exactly one CAS succeeds),
-// into that thread's FIFO, and reused by the thread only after a grace
-// period (reclaim_grace_ns). Each reuse bumps the block's 4-bit tag, which
+// retired by the client whose CAS unlinked it (exactly one CAS succeeds)
+// into the thread's smart::BlockPool (include/smart/block_pool.h), and
+// reused by the thread only after a grace period (reclaim_grace_ns). Each reuse bumps the block's 4-bit tag, which
 // is also stored in the slot; a reader checks the block's checksum, tag and
 // key, so a reader that raced with a reuse sees a mismatch and re-reads. A
 // wrong answer would need a reader stalled across 16 grace periods between
@@ -81,7 +81,7 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
   BackoffGuard g(tc_.backoff);
   uint64_t offset;
   uint8_t tag;
-  s = alloc_block(si, sh, units, &offset, &tag);
+  s = alloc_block(sh, units, &offset, &tag);
   if (!s.ok()) return s;
   EncodeBlock(key, value, tag, units, tb->new_block);
   SlotFields f;
@@ -107,7 +107,7 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
       s = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
       if (!s.ok()) return s;
       if (tb->words[0] == expected) {
-        retire_block(si, expected);
+        retire_block(sh, expected);
         cache_put(h.primary, slot, desired);
         return Status::OK();
       }
@@ -141,7 +141,7 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
       s = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
       if (!s.ok()) return s;
       if (tb->words[0] == expected) {
-        retire_block(si, expected);
+        retire_block(sh, expected);
         if (options_.speculative_lookup) cache_put(h.primary, slot, desired);
         return Status::OK();
       }
@@ -154,7 +154,7 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
         confirmed = true;
         continue;
       }
-      release_block(si, offset, units, tag);
+      release_block(sh, offset, units, tag);
       return NotFoundStatus();
     }
     // Absent: claim an empty slot, main buckets first (the emptier one).
@@ -190,7 +190,7 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
       bool busy = false;
       s = split(si, sh, h, DirEntryOffset(v.dir_entry), &busy);
       if (!s.ok()) {
-        release_block(si, offset, units, tag);
+        release_block(sh, offset, units, tag);
         return s;
       }
       if (busy) g.retry_task();
@@ -240,7 +240,7 @@ Status Ops::remove_duplicates(int si, const Shard& sh, std::string_view key, con
                                EmptySlot(HeaderDepth(v.header(c.bucket))), Option::kSync);
       if (!s.ok()) return s;
       if (tb.words[0] == c.slot_value) {
-        retire_block(si, c.slot_value);
+        retire_block(sh, c.slot_value);
       } else {
         ++tc_.stats.cas_failures;
         again = true;
@@ -292,7 +292,7 @@ Status Ops::remove(int si, const Shard& sh, std::string_view key, const KeyHash&
       g.retry_task();
       continue;
     }
-    retire_block(si, expected);
+    retire_block(sh, expected);
     removed = true;
     // A transient duplicate (concurrent inserts) must go too.
     if (r.copies == 1) return Status::OK();
@@ -313,7 +313,7 @@ Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, con
   size_t units = 0;
   std::string value;
   auto release = [&] {
-    if (have_block) release_block(si, offset, units, tag);
+    if (have_block) release_block(sh, offset, units, tag);
     have_block = false;
   };
   RetryBound bound(*this, si, sh);
@@ -350,7 +350,7 @@ Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, con
     }
     if (have_block && need != units) release();
     if (!have_block) {
-      s = alloc_block(si, sh, need, &offset, &tag);
+      s = alloc_block(sh, need, &offset, &tag);
       if (!s.ok()) return s;
       units = need;
       have_block = true;
@@ -371,7 +371,7 @@ Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, con
     s = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
     if (!s.ok()) return s;
     if (tb->words[0] == expected) {
-      retire_block(si, expected);
+      retire_block(sh, expected);
       if (options_.speculative_lookup) cache_put(h.primary, slot, desired);
       return Status::OK();
     }
@@ -382,58 +382,22 @@ Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, con
   return bound.status();
 }
 
-Status Ops::alloc_block(int si, const Shard& sh, size_t units, uint64_t* offset, uint8_t* tag) {
-  BlockPool& p = tc_.pools[si];
-  if (!p.limbo.empty()) {
-    const uint64_t now = Cycles();
-    const uint64_t grace = tc_.grace_cycles;
-    int moved = 0;
-    while (!p.limbo.empty() && now - p.limbo.front().cycles >= grace && moved < 64) {
-      const BlockPool::Retired& r = p.limbo.front();
-      p.free[r.units].push_back(r.offset | r.tag);
-      p.limbo.pop_front();
-      ++moved;
-    }
-  }
-  std::vector<uint64_t>& list = p.free[units];
-  if (!list.empty()) {
-    const uint64_t e = list.back();
-    list.pop_back();
-    *offset = e & ~uint64_t{kBlockUnit - 1};
-    *tag = static_cast<uint8_t>(e & 0xf);
-    ++tc_.stats.blocks_reused;
-    return Status::OK();
-  }
-  const uint64_t bytes = units * kBlockUnit;
-  while (p.arena_next + bytes > p.arena_end) {
-    // One task of the thread refills the arena; the others wait for it.
-    if (p.arena_refilling) {
-      this_task::yield();
-      continue;
-    }
-    GlobalAddress arena;
-    p.arena_refilling = true;
-    Status s = in_.alloc_memory(sh.node, kArenaBytes, &arena);
-    p.arena_refilling = false;
-    if (!s.ok()) return s;
-    if (arena.offset + kArenaBytes > kMaxBlockOffset) {
-      return Status::OutOfMemory("hash table: block memory beyond 256 GiB of a memory blade is not addressable");
-    }
-    p.arena_next = arena.offset;
-    p.arena_end = arena.offset + kArenaBytes;
-    tc_.stats.remote_bytes_allocated += kArenaBytes;
-  }
-  *offset = p.arena_next;
-  *tag = 0;
-  p.arena_next += bytes;
+Status Ops::alloc_block(const Shard& sh, size_t units, uint64_t* offset, uint8_t* tag) {
+  Block block;
+  Status s = tc_.blocks->allocate(sh.node, units, &block);
+  if (!s.ok()) return s;
+  *offset = block.address.offset;
+  *tag = block.tag;
   return Status::OK();
 }
 
-void Ops::retire_block(int si, uint64_t slot) {
+void Ops::retire_block(const Shard& sh, uint64_t slot) {
   const SlotFields f = DecodeSlot(slot);
-  tc_.pools[si].limbo.push_back(
-      BlockPool::Retired{f.block_offset, f.units, static_cast<uint8_t>((f.tag + 1) & 0xf), Cycles()});
-  ++tc_.stats.blocks_retired;
+  tc_.blocks->retire(Block{GlobalAddress(sh.node, f.block_offset), f.units, f.tag});
+}
+
+void Ops::release_block(const Shard& sh, uint64_t offset, size_t units, uint8_t tag) {
+  tc_.blocks->release(Block{GlobalAddress(sh.node, offset), static_cast<uint32_t>(units), tag});
 }
 
 }  // namespace smart::hashtable

@@ -26,6 +26,7 @@
 
 #include "hash_table.h"
 #include "layout.h"
+#include "smart/block_pool.h"
 #include "smart/remote_lock.h"
 #include "smart/task.h"
 #include "smart/throttle.h"
@@ -62,20 +63,6 @@ struct DirectoryCache {
   int global_depth = -1;
   std::vector<uint64_t> entries;
   bool refreshing = false;
-};
-
-struct BlockPool {
-  struct Retired {
-    uint64_t offset;
-    uint8_t units;
-    uint8_t tag;
-    uint64_t cycles;
-  };
-  std::vector<uint64_t> free[kMaxBlockUnits + 1];  // offset | tag
-  std::deque<Retired> limbo;
-  uint64_t arena_next = 0;
-  uint64_t arena_end = 0;
-  bool arena_refilling = false;
 };
 
 struct TaskBuffers {
@@ -123,10 +110,11 @@ struct FindResult {
 
 struct HashTable::ThreadContext {
   ThreadContext(const SmartConfig& config, size_t shards)
-      : backoff(config), dirs(shards), pools(shards), resize_locks(shards) {}
+      : backoff(config), dirs(shards), resize_locks(shards) {}
   Backoff backoff;
   std::vector<DirectoryCache> dirs;
-  std::vector<BlockPool> pools;
+  // Key-value blocks on every shard's memory blade.
+  std::unique_ptr<smart::BlockPool> blocks;
   char* dir_buffer = nullptr;
   bool dir_buffer_busy = false;
   std::vector<TaskBuffers> tasks = std::vector<TaskBuffers>(kMaxTasksPerThread);
@@ -138,7 +126,6 @@ struct HashTable::ThreadContext {
   uint64_t last_help_ns = 0;
   std::vector<CacheEntry> cache;
   size_t cache_mask = 0;
-  uint64_t grace_cycles = 0;
   TableStats stats;
 };
 
@@ -239,13 +226,11 @@ class Ops {
   Status read_modify_write(int si, const Shard& sh, std::string_view key, const KeyHash& h,
                            const std::function<void(std::string*)>& modify);
 
-  Status alloc_block(int si, const Shard& sh, size_t units, uint64_t* offset, uint8_t* tag);
+  Status alloc_block(const Shard& sh, size_t units, uint64_t* offset, uint8_t* tag);
   // A block unlinked by our CAS: reusable after the grace period.
-  void retire_block(int si, uint64_t slot);
+  void retire_block(const Shard& sh, uint64_t slot);
   // A block that was never published: reusable at once.
-  void release_block(int si, uint64_t offset, size_t units, uint8_t tag) {
-    tc_.pools[si].free[units].push_back(offset | tag);
-  }
+  void release_block(const Shard& sh, uint64_t offset, size_t units, uint8_t tag);
 
   // ---- growth (split.cc) ----
 

@@ -177,6 +177,29 @@ TEST_F(HashTableFailureTest, RandomBytesInABlockEndInAnErrorNamingTheChecksum) {
   EXPECT_NE(s.ToString().find("checksum"), std::string::npos) << s.ToString();
 }
 
+// A reader that loaded a slot before the block was recycled reads the
+// block's new bytes: the tag in its old slot value no longer matches.
+TEST_F(HashTableFailureTest, AStaleReaderNeverAcceptsARecycledBlock) {
+  options_.reclaim_grace_ns = 0;
+  Open();
+  ASSERT_TRUE(table_->insert("recycled", "first value").ok());
+  HashTable::Location before;
+  ASSERT_TRUE(table_->locate("recycled", &before).ok());
+  bool reused = false;
+  for (int i = 0; i < 8 && !reused; ++i) {
+    ASSERT_TRUE(table_->update("recycled", "value " + std::to_string(i)).ok());
+    HashTable::Location now;
+    ASSERT_TRUE(table_->locate("recycled", &now).ok());
+    reused = now.block.offset == before.block.offset;
+  }
+  ASSERT_TRUE(reused) << "the first block was never reused";
+  auto* stale = static_cast<char*>(initiator_->alloc_cache(before.block_length));
+  ASSERT_TRUE(initiator_->read(stale, before.block, before.block_length, Option::kSync).ok());
+  const uint8_t old_tag = DecodeSlot(before.slot_value).tag;
+  EXPECT_NE(CheckBlock(stale, before.block_length, old_tag), BlockCheck::kValid)
+      << "a reader holding the old slot would accept \"" << BlockValue(stale) << "\"";
+}
+
 TEST_F(HashTableFailureTest, SharesItsBladeWithAnotherApplication) {
   NamedRoots roots(*initiator_);
   RootClaim claim;

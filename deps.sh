@@ -19,7 +19,7 @@ packages=(
   build-essential g++ cmake make pkg-config git
   rdma-core libibverbs-dev ibverbs-providers ibverbs-utils librdmacm-dev
   libboost-context-dev nlohmann-json3-dev libjemalloc-dev libnuma-dev
-  libgtest-dev libcli11-dev libbenchmark-dev
+  libgtest-dev libcli11-dev libbenchmark-dev libisal-dev ninja-build
   python3 python3-matplotlib
 )
 if ((want_softroce)); then

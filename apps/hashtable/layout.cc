@@ -1,56 +1,12 @@
 #include "layout.h"
 
-#include <nmmintrin.h>
-
 #include "smart/common.h"
+#include "smart/crc32c.h"
 
 namespace smart::hashtable {
 
 namespace {
 
-// Table-driven CRC-32C for machines without SSE4.2.
-struct Crc32cTable {
-  uint32_t t[256];
-  Crc32cTable() {
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1;
-      t[i] = c;
-    }
-  }
-};
-
-uint32_t Crc32cPortable(const void* data, size_t length) {
-  static const Crc32cTable table;
-  const auto* p = static_cast<const uint8_t*>(data);
-  uint32_t c = ~0u;
-  for (size_t i = 0; i < length; ++i) c = table.t[(c ^ p[i]) & 0xff] ^ (c >> 8);
-  return ~c;
-}
-
-__attribute__((target("sse4.2"))) uint32_t Crc32cHardware(const void* data, size_t length) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  uint64_t c = ~0u;
-  size_t i = 0;
-  for (; i + 8 <= length; i += 8) {
-    uint64_t word;
-    memcpy(&word, p + i, 8);
-    c = _mm_crc32_u64(c, word);
-  }
-  uint32_t c32 = static_cast<uint32_t>(c);
-  // A block's checked length is 64k - 4: its tail is one 4-byte step (the
-  // same CRC as four 1-byte steps).
-  if (i + 4 <= length) {
-    uint32_t word;
-    memcpy(&word, p + i, 4);
-    c32 = _mm_crc32_u32(c32, word);
-    i += 4;
-  }
-  for (; i < length; ++i) c32 = _mm_crc32_u8(c32, p[i]);
-  return ~c32;
-}
-
-const bool kHaveSse42 = __builtin_cpu_supports("sse4.2");
 
 inline uint64_t Mix(uint64_t x) {
   x ^= x >> 33;
@@ -67,9 +23,6 @@ constexpr uint64_t kSeedShard = 0xa4093822299f31d0ull;
 
 }  // namespace
 
-uint32_t Crc32c(const void* data, size_t length) {
-  return kHaveSse42 ? Crc32cHardware(data, length) : Crc32cPortable(data, length);
-}
 
 void EncodeBlock(std::string_view key, std::string_view value, uint8_t tag, size_t units, char* out) {
   const size_t length = units * kBlockUnit;

@@ -177,7 +177,6 @@ inline size_t BlockUnits(size_t key_length, size_t value_length) {
 }
 constexpr size_t kMaxKeyLength = 1024;
 
-uint32_t Crc32c(const void* data, size_t length);
 
 // Fills `out` (units * 64 bytes) with a block. Precondition: the key and
 // value fit in `units` units.

@@ -127,11 +127,6 @@ TEST(HashTableLayout, BlockRoundTripAndChecks) {
   EXPECT_EQ(BlockUnits(8, 8), 1u);
 }
 
-TEST(HashTableLayout, Crc32cKnownValue) {
-  // The CRC-32C check value of "123456789".
-  EXPECT_EQ(Crc32c("123456789", 9), 0xe3069283u);
-  EXPECT_EQ(Crc32c("", 0), 0u);
-}
 
 TEST(HashTableLayout, HashesAreDeterministicAndSpread) {
   EXPECT_EQ(HashKey("abc").primary, HashKey("abc").primary);

@@ -7,7 +7,7 @@
 
 #include "smart/initiator/initiator_impl.h"
 #include "smart/logging.h"
-#include "smart/task/task_internal.h"
+#include "smart/task/task_hooks.h"
 
 namespace smart {
 
@@ -140,7 +140,7 @@ SMART_HOT_INLINE Status Initiator::Impl::add_request(ibv_wr_opcode opcode, void*
   }
   if (__builtin_expect(!lane.failure.ok(), 0)) return lane.failure;
 
-  const int task = internal::current_task_id;
+  const int task = task_hooks::CurrentTaskId();
   TaskContext* t = task_context(ts, task);
   if (t->count > 0 && (t->node != node || t->count == kMaxBatchSize)) {
     // A batch goes to one memory blade through one doorbell.
@@ -188,7 +188,7 @@ SMART_COLD void Initiator::Impl::wait_for_credit(ThreadState* ts, TaskContext* t
         ts->credit_waiters.push_back(task);
         t->credit_waiting = true;
       }
-      internal::WaitInTask();
+      task_hooks::WaitInTask();
     } else {
       poll(ts);
     }
@@ -327,7 +327,7 @@ SMART_HOT_INLINE Status Initiator::Impl::wait_for(ThreadState* ts, TaskContext* 
     if (task != 0) {
       attach_poller(ts);
       t->waiting = true;
-      while (!Satisfied(ts, t)) internal::WaitInTask();
+      while (!Satisfied(ts, t)) task_hooks::WaitInTask();
       t->waiting = false;
     } else {
       while (!Satisfied(ts, t)) poll(ts);
@@ -372,7 +372,7 @@ SMART_COLD Status Initiator::Impl::failure_status(const ibv_wc& wc, const Connec
 SMART_COLD void Initiator::Impl::wake_all(ThreadState* ts) {
   for (size_t task = 1; task < ts->tasks.size(); ++task) {
     TaskContext* t = ts->tasks[task].get();
-    if (t != nullptr && (t->waiting || t->credit_waiting)) internal::Notify(static_cast<int>(task));
+    if (t != nullptr && (t->waiting || t->credit_waiting)) task_hooks::Notify(static_cast<int>(task));
   }
 }
 
@@ -430,7 +430,7 @@ SMART_HOT_INLINE void Initiator::Impl::handle_completion(ThreadState* ts, const 
   ts->completed.store(ts->completed.load(std::memory_order_relaxed) + count, std::memory_order_relaxed);
   if (count != 0 && task != 0) {
     TaskContext* t = ts->tasks[task].get();
-    if (t != nullptr && t->waiting && Satisfied(ts, t)) internal::Notify(task);
+    if (t != nullptr && t->waiting && Satisfied(ts, t)) task_hooks::Notify(task);
   }
 }
 
@@ -468,7 +468,7 @@ int Initiator::Impl::poll(ThreadState* ts) {
   }
   if (__builtin_expect(!ts->credit_waiters.empty(), 0) &&
       ts->inflight.load(std::memory_order_relaxed) < ts->bound.load(std::memory_order_relaxed)) {
-    internal::Notify(ts->credit_waiters.front());
+    task_hooks::Notify(ts->credit_waiters.front());
   }
   return total;
 }
@@ -501,13 +501,13 @@ Status Initiator::fetch_and_add(uint64_t* local, GlobalAddress remote, uint64_t 
 
 Status Initiator::post_request() {
   ThreadState* ts = impl_->state();
-  const int task = internal::current_task_id;
+  const int task = task_hooks::CurrentTaskId();
   return impl_->post(ts, impl_->task_context(ts, task), task);
 }
 
 Status Initiator::sync() {
   ThreadState* ts = impl_->state();
-  const int task = internal::current_task_id;
+  const int task = task_hooks::CurrentTaskId();
   return impl_->wait_for(ts, impl_->task_context(ts, task), task);
 }
 

@@ -14,7 +14,7 @@
 
 #include "smart/initiator.h"
 #include "smart/task.h"
-#include "smart/task/task_internal.h"
+#include "smart/task/task_hooks.h"
 #include "smart/throttle.h"
 
 namespace smart {
@@ -181,7 +181,7 @@ struct Initiator::Impl {
   // The scheduler of the running pool must drain this thread's completion
   // queues, or a waiting task would never wake.
   void attach_poller(ThreadState* ts) {
-    TaskPool* pool = internal::current_pool;
+    TaskPool* pool = task_hooks::CurrentPool();
     if (__builtin_expect(ts->attached_pool != pool->serial(), 0)) {
       pool->attach_poller(&ts->poller);
       ts->attached_pool = pool->serial();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "smart/task.h"
+#include "smart/task/task_hooks.h"
 
 namespace smart {
 
@@ -85,8 +86,8 @@ struct TaskPool::Impl {
 
 namespace internal {
 
-extern thread_local constinit int current_task_id;
-extern thread_local constinit TaskPool* current_pool;
+using task_hooks::detail::current_pool;
+using task_hooks::detail::current_task_id;
 extern thread_local constinit TaskPool::Impl* current_impl;
 
 }  // namespace internal

@@ -83,11 +83,17 @@ class GuardedStackAllocator {
 
 }  // namespace
 
-namespace internal {
+namespace task_hooks::detail {
 constinit thread_local int current_task_id = 0;
 constinit thread_local TaskPool* current_pool = nullptr;
+}  // namespace task_hooks::detail
+
+namespace internal {
 constinit thread_local TaskPool::Impl* current_impl = nullptr;
 }  // namespace internal
+
+void task_hooks::WaitInTask() { internal::WaitInTask(); }
+void task_hooks::Notify(int task_id) { internal::Notify(task_id); }
 
 using internal::current_impl;
 

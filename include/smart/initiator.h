@@ -60,6 +60,16 @@ class Initiator {
   Status compare_and_swap(uint64_t* local, GlobalAddress remote, uint64_t expected, uint64_t desired,
                           Option option = Option::kSync);
   Status fetch_and_add(uint64_t* local, GlobalAddress remote, uint64_t add, Option option = Option::kSync);
+  // Masked compare-and-swap: succeeds when the bits of `compare_mask` equal
+  // those of `compare`, and then replaces only the bits of `swap_mask` with
+  // those of `swap`; the old word lands in *local either way (success:
+  // ((*local ^ compare) & compare_mask) == 0). Standard verbs have no masked
+  // atomics, so this is emulated on every transport: a READ, then a CAS of
+  // the whole word, repeated while only bits outside compare_mask change
+  // under it (2 round trips uncontended); kRetry after 64 such rounds.
+  // Always synchronous; `local` must hold 2 words of alloc_cache() memory.
+  Status masked_compare_and_swap(uint64_t* local, GlobalAddress remote, uint64_t compare, uint64_t compare_mask,
+                                 uint64_t swap, uint64_t swap_mask);
   // Posts the task's batch with one doorbell (waits for credit if throttled).
   Status post_request();
   // Posts the batch and waits until every request the task posted has

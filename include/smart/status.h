@@ -44,6 +44,7 @@ class Status {
   static Status NotFound(std::string m) { return Status(Code::kNotFound, std::move(m)); }
   static Status LockLost(std::string m) { return Status(Code::kLockLost, std::move(m)); }
   static Status TimedOut(std::string m) { return Status(Code::kTimedOut, std::move(m)); }
+  static Status Retry(std::string m) { return Status(Code::kRetry, std::move(m)); }
   static Status Internal(std::string m) { return Status(Code::kInternal, std::move(m)); }
 
   bool ok() const { return state_ == nullptr; }

@@ -8,7 +8,7 @@ target_link_libraries(hashtable_unit_tests PRIVATE smart_hashtable GTest::gtest 
 target_include_directories(hashtable_unit_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit)
 gtest_discover_tests(hashtable_unit_tests PROPERTIES LABELS unit TIMEOUT 120)
 
-foreach(name insert update delete torn growth grow_far multishard bench crash split_faults)
+foreach(name insert update delete torn growth grow_far multishard bench crash split_faults bench_args)
   add_test(NAME integration.hashtable_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/hashtable_${name}.sh)
   set_tests_properties(integration.hashtable_${name} PROPERTIES

@@ -2,9 +2,12 @@
 //
 // Reads datastructure.json (APP_CONFIG_PATH) and smart_config.json
 // (SMART_CONFIG_PATH, SMART_OPTS). With no memory_servers it starts a memory
-// blade inside the process on shm. Loads max_key keys (insert_before_execution),
-// runs the dataset for `duration` seconds with NR_THREAD threads of NR_CORO
-// coroutines, prints the upstream result line and appends it to the CSV.
+// blade inside the process on shm. Runs the YCSB driver (ycsb_driver.h):
+// loads max_key keys (insert_before_execution), runs the dataset for
+// `duration` seconds with NR_THREAD threads of NR_CORO coroutines, prints
+// the upstream result line with the counts of what succeeded, missed and
+// failed, and appends it to the CSV. Exit 2: a bad argument or config
+// value; 1: the run failed (or some operation did).
 #include <CLI/CLI.hpp>
 #include <cinttypes>
 #include <cstdio>
@@ -18,18 +21,13 @@
 #include "smart/logging.h"
 #include "smart/task.h"
 #include "smart/ycsb.h"
+#include "smart/ycsb_driver.h"
+#include "kv_adapter.h"
 
 namespace {
 
 using namespace smart;
 using hashtable::HashTable;
-
-struct WorkerResult {
-  uint64_t ops = 0;
-  uint64_t not_found = 0;
-  Histogram latency;
-  std::string error;
-};
 
 // MiB an embedded memory blade needs for `keys` keys: buckets, blocks with
 // room to grow, and slack for retired blocks and splits (pages are only
@@ -41,199 +39,77 @@ uint64_t EmbeddedCapacityMib(uint64_t keys, int key_length, int value_length) {
   return (2 * buckets + 2 * blocks) / (1 << 20) + 1024;
 }
 
-int Run(int threads, int coros, DataStructureConfig config, SmartConfig smart_config, bool verbose) {
-  if (threads < 1 || threads > kMaxThreads - 2) {
-    throw Error("NR_THREAD must be within 1.." + std::to_string(kMaxThreads - 2) + ", got " + std::to_string(threads));
+int Run(const YcsbOptions& o, const DataStructureConfig& config, SmartConfig smart_config, bool verbose) {
+  if (hashtable::BlockUnits(o.key_length, o.value_length) > static_cast<size_t>(hashtable::kMaxBlockUnits)) {
+    throw Error("key_length + value_length must fit in a 4032-byte block");
   }
-  if (coros < 1 || coros > kMaxTasksPerThread - 1) {
-    throw Error("NR_CORO must be within 1.." + std::to_string(kMaxTasksPerThread - 1) + ", got " + std::to_string(coros));
-  }
-  const ycsb::Workload workload = ycsb::GetWorkload(config.dataset);
-  if (workload.scan > 0) throw Error("dataset " + config.dataset + " needs SCAN, which the hash table does not support");
-  if (hashtable::BlockUnits(config.key_length, config.value_length) > static_cast<size_t>(hashtable::kMaxBlockUnits)) {
-    throw Error(config.source + ": key_length + value_length must fit in a 4032-byte block");
-  }
-
   std::unique_ptr<EmbeddedMemoryBlade> blade;
   std::vector<ServerAddress> servers = config.memory_servers;
   if (servers.empty()) {
     smart_config.transport = TransportChoice::kShm;
-    const uint64_t mib = EmbeddedCapacityMib(config.max_key, config.key_length, config.value_length);
+    const uint64_t mib = EmbeddedCapacityMib(o.max_key, o.key_length, o.value_length);
     blade = std::make_unique<EmbeddedMemoryBlade>(smart_config, mib);
     servers.push_back(ServerAddress{blade->host(), blade->port()});
     if (verbose) SMART_INFO("hashtable_bench: no memory_servers configured; memory blade inside this process (shm, %" PRIu64 " MiB)", mib);
   }
   Initiator initiator(smart_config);
   for (size_t i = 0; i < servers.size(); ++i) {
-    initiator.connect(static_cast<node_t>(i), servers[i].hostname, servers[i].port, threads + 1);
+    initiator.connect(static_cast<node_t>(i), servers[i].hostname, servers[i].port, o.threads + 1);
   }
   hashtable::TableOptions options;
-  options.expected_keys = config.max_key;
+  options.expected_keys = o.max_key;
   options.speculative_lookup = smart_config.use_speculative_lookup;
   HashTable table(initiator, smart_config, static_cast<int>(servers.size()), options);
+  hashtable::HashTableStore store(table);
   if (verbose) SMART_INFO("hashtable_bench: %s", smart_config.Summary().c_str());
 
-  const int width = config.key_length;
-  const int value_length = config.value_length;
-  auto key_id = [&](uint64_t id) { return config.rehash_key ? ycsb::PermuteKey(id, config.max_key) : id; };
-
-  if (config.insert_before_execution) {
-    std::atomic<uint64_t> loaded{0};
-    std::atomic<bool> failed{false};
-    std::string error;
-    std::mutex error_mutex;
-    const uint64_t start = NowNs();
-    std::thread loader([&] {
-      RunThreads(threads, true, [&](int t) {
-        TaskPool pool(TaskPoolOptions{64 * 1024, coros});
-        for (int k = 0; k < coros; ++k) {
-          pool.spawn([&, t, k] {
-            char key[256], value[4096];
-            ycsb::Random random(static_cast<uint64_t>(t) * 7919 + static_cast<uint64_t>(k) + 1);
-            const uint64_t step = static_cast<uint64_t>(threads) * static_cast<uint64_t>(coros);
-            uint64_t local = 0;
-            for (uint64_t id = static_cast<uint64_t>(t) * static_cast<uint64_t>(coros) + static_cast<uint64_t>(k);
-                 id < config.max_key && !failed.load(std::memory_order_relaxed); id += step) {
-              ycsb::FormatKey(key_id(id), width, key);
-              ycsb::FormatValue(random, value_length, value);
-              Status s = table.insert(std::string_view(key, width), std::string_view(value, value_length));
-              if (!s.ok()) {
-                std::lock_guard<std::mutex> lock(error_mutex);
-                if (!failed.exchange(true)) error = s.ToString();
-                return;
-              }
-              if (++local == 256) {
-                loaded.fetch_add(local, std::memory_order_relaxed);
-                local = 0;
-              }
-            }
-            loaded.fetch_add(local, std::memory_order_relaxed);
-          });
-        }
-        pool.run();
-      });
-    });
-    Progress progress("loading " + std::to_string(config.max_key) + " keys", config.max_key);
-    while (loaded.load() < config.max_key && !failed.load() && !TerminationRequested()) {
-      progress.update(loaded.load());
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    loader.join();
-    progress.update(loaded.load());
-    progress.finish();
-    if (failed) throw Error("loading keys failed: " + error);
-    const double seconds = static_cast<double>(NowNs() - start) / 1e9;
+  if (o.load) {
+    const double seconds = YcsbLoad(store, o);
     if (verbose) {
-      SMART_INFO("hashtable_bench: loaded %" PRIu64 " keys in %.2f s (%.3f M inserts/s)", config.max_key, seconds,
-                 static_cast<double>(config.max_key) / seconds / 1e6);
+      SMART_INFO("hashtable_bench: loaded %" PRIu64 " keys in %.2f s (%s M inserts/s)", o.max_key, seconds,
+                 FormatSignificant(static_cast<double>(o.max_key) / seconds / 1e6).c_str());
       if (blade) {
         SMART_INFO("hashtable_bench: memory blade holds %.1f MiB (resident)",
                    static_cast<double>(blade->target().resident_bytes()) / (1 << 20));
       }
     }
   }
-
-  const ycsb::ZipfianParams zipf(config.max_key, config.zipfian_const);
-  std::atomic<uint64_t> insert_counter{config.max_key};
-  std::vector<WorkerResult> results(static_cast<size_t>(threads) * static_cast<size_t>(coros));
-  RunControl control(threads);
-  std::atomic<bool> failed{false};
-  const double cycles_per_ns = CyclesPerNanosecond();
-  const uint64_t retries_before = table.total_retries();
-  std::thread runner([&] {
-    RunThreads(threads, true, [&](int t) {
-      TaskPool pool(TaskPoolOptions{64 * 1024, coros});
-      for (int k = 0; k < coros; ++k) {
-        pool.spawn([&, t, k] {
-          WorkerResult& result = results[static_cast<size_t>(t) * static_cast<size_t>(coros) + static_cast<size_t>(k)];
-          ycsb::OperationGenerator generator(workload, zipf, &insert_counter,
-                                             (Cycles() << 8) ^ (static_cast<uint64_t>(t) << 16) ^ static_cast<uint64_t>(k));
-          ycsb::Random random(static_cast<uint64_t>(t) * 131 + static_cast<uint64_t>(k) + 17);
-          char key[256], value[4096];
-          std::string out;
-          const auto modify = [](std::string* v) {
-            if (!v->empty()) (*v)[0] = static_cast<char>(33 + ((*v)[0] - 33 + 1) % 94);
-          };
-          // The first task of a thread holds the thread at the start gate.
-          control.ready_and_wait();
-          while (!control.stopped()) {
-            const ycsb::Operation op = generator.next();
-            ycsb::FormatKey(key_id(op.key), width, key);
-            const std::string_view k_view(key, width);
-            const uint64_t begin = Cycles();
-            Status s;
-            switch (op.type) {
-              case ycsb::OpType::kRead:
-                s = table.search(k_view, &out);
-                break;
-              case ycsb::OpType::kUpdate:
-                ycsb::FormatValue(random, value_length, value);
-                s = table.update(k_view, std::string_view(value, value_length));
-                break;
-              case ycsb::OpType::kInsert:
-                ycsb::FormatValue(random, value_length, value);
-                s = table.insert(k_view, std::string_view(value, value_length));
-                break;
-              case ycsb::OpType::kReadModifyWrite:
-                s = table.read_modify_write(k_view, modify);
-                break;
-              case ycsb::OpType::kScan:
-                break;
-            }
-            result.latency.record(static_cast<uint64_t>(static_cast<double>(Cycles() - begin) / cycles_per_ns));
-            if (!s.ok()) {
-              if (s.code() == Status::Code::kNotFound) {
-                ++result.not_found;
-              } else {
-                if (!failed.exchange(true)) result.error = s.ToString();
-                control.stop();
-                break;
-              }
-            }
-            ++result.ops;
-          }
-        });
-      }
-      pool.run();
-    });
-  });
-  const double elapsed = control.run_for(config.duration, &failed);
-  runner.join();
-
-  uint64_t ops = 0, not_found = 0;
-  Histogram latency;
-  for (WorkerResult& r : results) {
-    if (!r.error.empty()) throw Error(config.dataset + " failed: " + r.error);
-    ops += r.ops;
-    not_found += r.not_found;
-    latency.merge(r.latency);
-  }
-  const double mops = static_cast<double>(ops) / elapsed / 1e6;
-  const double p50 = static_cast<double>(latency.percentile(0.50)) / 1000.0;
-  const double p99 = static_cast<double>(latency.percentile(0.99)) / 1000.0;
-  const double retries = ops ? static_cast<double>(table.total_retries() - retries_before) / static_cast<double>(ops) : 0;
+  // The table's counters from here on describe the run alone.
+  const hashtable::TableStats before = table.stats();
+  const YcsbResult r = YcsbRun(store, o);
+  const double p50 = static_cast<double>(r.latency.percentile(0.50)) / 1000.0;
+  const double p99 = static_cast<double>(r.latency.percentile(0.99)) / 1000.0;
+  const uint64_t attempted = r.succeeded + r.not_found + r.failed;
+  const double retries = attempted ? static_cast<double>(r.retries) / static_cast<double>(attempted) : 0;
   printf("%s: workload = %s, #thread = %d, #coro_per_thread = %d, key length = %d, value length = %d, max key = %" PRIu64
-         ", throughput = %.3f M, P50 latency = %.3f us, P99 latency = %.3f us, retries per op = %.4f\n",
-         table.name(), config.dataset.c_str(), threads, coros, config.key_length, config.value_length, config.max_key,
-         mops, p50, p99, retries);
+         ", throughput = %s M, P50 latency = %.3f us, P99 latency = %.3f us, retries per op = %.4f"
+         ", succeeded = %" PRIu64 ", not found = %" PRIu64 ", failed = %" PRIu64 "\n",
+         store.name().c_str(), o.dataset.c_str(), o.threads, o.coros, o.key_length, o.value_length, o.max_key,
+         FormatSignificant(r.mops()).c_str(), p50, p99, retries, r.succeeded, r.not_found, r.failed);
   fflush(stdout);
   if (verbose) {
     const hashtable::TableStats st = table.stats();
-    SMART_INFO("hashtable_bench: not found %" PRIu64 ", torn reads %" PRIu64 ", CAS failures %" PRIu64
-               ", splits %" PRIu64 ", speculative hits %" PRIu64 " misses %" PRIu64 ", blocks retired %" PRIu64
-               " reused %" PRIu64,
-               not_found, st.torn_reads, st.cas_failures, st.splits, st.speculative_hits, st.speculative_misses,
-               st.blocks_retired, st.blocks_reused);
+    SMART_INFO("hashtable_bench: during the run: torn reads %" PRIu64 ", CAS failures %" PRIu64 ", splits %" PRIu64
+               ", speculative hits %" PRIu64 " misses %" PRIu64 ", blocks retired %" PRIu64 " reused %" PRIu64,
+               st.torn_reads - before.torn_reads, st.cas_failures - before.cas_failures, st.splits - before.splits,
+               st.speculative_hits - before.speculative_hits, st.speculative_misses - before.speculative_misses,
+               st.blocks_retired - before.blocks_retired, st.blocks_reused - before.blocks_reused);
     if (blade) {
       SMART_INFO("hashtable_bench: memory blade holds %.1f MiB (resident)",
                  static_cast<double>(blade->target().resident_bytes()) / (1 << 20));
     }
   }
   char line[512];
-  snprintf(line, sizeof(line), "%s, %s, %d, %d, %d, %d, %" PRIu64 ", %.3f, %.3f, %.3f, %.4f", table.name(),
-           config.dataset.c_str(), threads, coros, config.key_length, config.value_length, config.max_key, mops, p50,
-           p99, retries);
+  snprintf(line, sizeof(line), "%s, %s, %d, %d, %d, %d, %" PRIu64 ", %s, %.3f, %.3f, %.4f, %" PRIu64 ", %" PRIu64
+           ", %" PRIu64, store.name().c_str(), o.dataset.c_str(), o.threads, o.coros, o.key_length, o.value_length,
+           o.max_key, FormatSignificant(r.mops()).c_str(), p50, p99, retries, r.succeeded, r.not_found, r.failed);
   AppendCsvLine(config.dump_file_path, line);
+  if (r.failed > 0) {
+    fprintf(stderr, "hashtable_bench: %" PRIu64 " operation(s) failed%s; the first: %s\n", r.failed,
+            r.wrong_values ? (" (" + std::to_string(r.wrong_values) + " read a wrong value)").c_str() : "",
+            r.first_failure.c_str());
+    return 1;
+  }
   return 0;
 }
 
@@ -243,37 +119,65 @@ int main(int argc, char** argv) {
   CLI::App app{"hashtable_bench: YCSB on SMART-HT (a RACE-style hash table on disaggregated memory)"};
   int threads = 0, coros = 0;
   std::string config_path, dataset, dump;
-  double duration = -1, zipf = -1;
+  double duration = 0, zipf = 0;
   uint64_t max_key = 0;
-  bool no_load = false, quiet = false;
+  int key_length = 0, value_length = 0;
+  bool no_load = false, quiet = false, verify = false;
   app.add_option("NR_THREAD", threads, "client threads")->required();
   app.add_option("NR_CORO", coros, "coroutines per thread")->required();
   app.add_option("--config", config_path, "datastructure.json to use (default: APP_CONFIG_PATH or config/datastructure.json)");
-  app.add_option("--dataset", dataset, "ycsb-a, ycsb-b, ycsb-c, ycsb-d, ycsb-f, update-only or read-only");
-  app.add_option("--duration", duration, "seconds to measure");
-  app.add_option("--max-key", max_key, "keys to load (and key range)");
+  app.add_option("--dataset", dataset, "ycsb-a, ycsb-b, ycsb-c, ycsb-d, ycsb-f, update-only or read-only (ycsb-e needs scan)");
+  app.add_option("--duration", duration, "seconds to measure (above 0)");
+  app.add_option("--max-key", max_key, "keys to load (and key range), at least 1");
+  app.add_option("--key-length", key_length, "key length in bytes (decimal digits; enough for max_key)");
+  app.add_option("--value-length", value_length, "value length in bytes (1..3072)");
   app.add_option("--zipf", zipf, "zipfian constant in [0, 1)");
   app.add_option("--dump-file", dump, "CSV file to append to (\"\" for none)");
   app.add_flag("--no-load", no_load, "skip loading (the keys are already in the table)");
+  app.add_flag("--verify", verify, "values carry their key; every value read is checked, and a wrong one is a failure");
   app.add_flag("--quiet", quiet, "print only the result line");
-  CLI11_PARSE(app, argc, argv);
   try {
-    SmartConfig smart_config = SmartConfig::Load();
-    DataStructureConfig config = DataStructureConfig::Load(config_path);
-    if (!dataset.empty()) {
-      ycsb::GetWorkload(dataset);
-      config.dataset = dataset;
-    }
-    if (duration > 0) config.duration = duration;
-    if (max_key > 0) config.max_key = max_key;
-    if (zipf >= 0) {
-      if (zipf >= 1) throw Error("--zipf must be in [0, 1), got " + std::to_string(zipf));
-      config.zipfian_const = zipf;
-    }
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  YcsbOptions o;
+  DataStructureConfig config;
+  SmartConfig smart_config;
+  try {
+    smart_config = SmartConfig::Load();
+    config = DataStructureConfig::Load(config_path);
+    o.dataset = app.count("--dataset") ? dataset : config.dataset;
+    o.max_key = app.count("--max-key") ? max_key : config.max_key;
+    o.key_length = app.count("--key-length") ? key_length : config.key_length;
+    o.value_length = app.count("--value-length") ? value_length : config.value_length;
+    o.zipf = app.count("--zipf") ? zipf : config.zipfian_const;
+    o.duration = app.count("--duration") ? duration : config.duration;
+    o.rehash_key = config.rehash_key;
+    o.load = config.insert_before_execution && !no_load;
+    o.verify = verify;
+    o.threads = threads;
+    o.coros = coros;
+    o.progress = !quiet;
     if (app.count("--dump-file")) config.dump_file_path = dump;
-    if (no_load) config.insert_before_execution = false;
+    // Checked against a store of the hash table's kind: no scan.
+    struct NoScan : KvStore {
+      std::string name() const override { return "the hash table"; }
+      Status search(std::string_view, std::string*) override { return Status::OK(); }
+      Status insert(std::string_view, std::string_view) override { return Status::OK(); }
+      Status update(std::string_view, std::string_view) override { return Status::OK(); }
+      Status read_modify_write(std::string_view, const std::function<void(std::string*)>&) override { return Status::OK(); }
+      Status remove(std::string_view) override { return Status::OK(); }
+    } no_scan;
+    CheckYcsbOptions(o, no_scan);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "hashtable_bench: %s\n", e.what());
+    return 2;
+  }
+  try {
     if (quiet) SetVerbose(false);
-    return Run(threads, coros, config, smart_config, !quiet);
+    return Run(o, config, smart_config, !quiet);
   } catch (const std::exception& e) {
     fprintf(stderr, "hashtable_bench: %s\n", e.what());
     return 1;

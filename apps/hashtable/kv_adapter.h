@@ -1,0 +1,26 @@
+// SMART-HT as a smart::KvStore, for the YCSB driver.
+#pragma once
+
+#include "hash_table.h"
+#include "smart/kv_store.h"
+
+namespace smart::hashtable {
+
+class HashTableStore : public KvStore {
+ public:
+  explicit HashTableStore(HashTable& table) : table_(table) {}
+  std::string name() const override { return table_.name(); }
+  Status search(std::string_view key, std::string* value) override { return table_.search(key, value); }
+  Status insert(std::string_view key, std::string_view value) override { return table_.insert(key, value); }
+  Status update(std::string_view key, std::string_view value) override { return table_.update(key, value); }
+  Status read_modify_write(std::string_view key, const std::function<void(std::string*)>& modify) override {
+    return table_.read_modify_write(key, modify);
+  }
+  Status remove(std::string_view key) override { return table_.remove(key); }
+  uint64_t retries() const override { return table_.total_retries(); }
+
+ private:
+  HashTable& table_;
+};
+
+}  // namespace smart::hashtable

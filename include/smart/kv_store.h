@@ -1,0 +1,45 @@
+// The key-value interface the YCSB driver (ycsb_driver.h) runs workloads
+// against: every store of the framework (the hash table, the B+tree, a
+// transactional table) offers it, through a thin adapter. Calls come from
+// tasks on any thread, concurrently.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "smart/status.h"
+
+namespace smart {
+
+class KvStore {
+ public:
+  virtual ~KvStore() = default;
+  // "HashTable", "HashTableMultiShard", ... (the first field of the result line).
+  virtual std::string name() const = 0;
+
+  // kNotFound for an absent key; any other failure is an error.
+  virtual Status search(std::string_view key, std::string* value) = 0;
+  // Adds the key or replaces its value.
+  virtual Status insert(std::string_view key, std::string_view value) = 0;
+  // Replaces the value of an existing key; kNotFound otherwise.
+  virtual Status update(std::string_view key, std::string_view value) = 0;
+  virtual Status read_modify_write(std::string_view key, const std::function<void(std::string*)>& modify) = 0;
+  virtual Status remove(std::string_view key) = 0;
+
+  // Ordered stores: up to `count` pairs from the first key >= start.
+  virtual bool supports_scan() const { return false; }
+  virtual Status scan(std::string_view start, size_t count, std::vector<std::pair<std::string, std::string>>* out) {
+    (void)start;
+    (void)count;
+    (void)out;
+    return Status::InvalidArgument(name() + " has no scan");
+  }
+  // Conflict-avoidance retries so far (the result line's retries per op).
+  virtual uint64_t retries() const { return 0; }
+};
+
+}  // namespace smart

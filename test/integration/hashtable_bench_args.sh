@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# hashtable_bench refuses each bad value with exit 2 and a message naming
+# it, and a run on an empty table reports its misses instead of counting
+# them as throughput.
+source "$(dirname "$0")/lib.sh"
+bench="$SMART_BIN/hashtable_bench"
+# bad ARGS... -- WORD: exit 2, and WORD in the message
+bad() {
+  local word=${*: -1}
+  local args=("${@:1:$#-2}")
+  set +e
+  "$bench" 1 1 --dump-file "" "${args[@]}" >"$WORK_DIR/out" 2>&1
+  local status=$?
+  set -e
+  ((status == 2)) || { cat "$WORK_DIR/out" >&2; fail "'${args[*]}' exited $status, expected 2"; }
+  grep -q -- "$word" "$WORK_DIR/out" || { cat "$WORK_DIR/out" >&2; fail "'${args[*]}': the message does not name $word"; }
+}
+bad --max-key 0 -- max_key
+bad --duration -3 -- duration
+bad --duration 0 -- duration
+bad --value-length 0 -- value_length
+bad --key-length 3 --max-key 100000 -- "key_length 3"
+bad --dataset ycsb-e -- scan
+bad --dataset ycsb-q -- ycsb-q
+bad --zipf 1.5 -- zipfian
+bad --no-such-flag -- no-such-flag
+pass "every bad argument was refused with exit 2 and named"
+
+out=$("$bench" 2 4 --no-load --max-key 10000 --duration 0.3 --dump-file "" --quiet)
+echo "$out"
+[[ $out =~ throughput\ =\ ([0-9.]+)\ M.*succeeded\ =\ ([0-9]+),\ not\ found\ =\ ([0-9]+),\ failed\ =\ ([0-9]+) ]] ||
+  fail "unexpected result line"
+[[ ${BASH_REMATCH[1]} == 0.00 && ${BASH_REMATCH[2]} == 0 && ${BASH_REMATCH[4]} == 0 ]] ||
+  fail "an empty table gave throughput ${BASH_REMATCH[1]} and ${BASH_REMATCH[2]} successes"
+((BASH_REMATCH[3] > 0)) || fail "the misses were not counted"
+out=$("$bench" 2 4 --max-key 10000 --duration 0.3 --dump-file "" --quiet --verify --dataset ycsb-a)
+[[ $out =~ succeeded\ =\ ([0-9]+),\ not\ found\ =\ 0,\ failed\ =\ 0 ]] && ((BASH_REMATCH[1] > 0)) ||
+  fail "a verified ycsb-a run did not succeed cleanly: $out"
+pass "misses are reported, not counted as throughput; a verified run reads only the right values"

@@ -1,0 +1,169 @@
+// The YCSB driver against an in-memory store: what it counts, what it
+// refuses, and that --verify catches a wrong value.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <mutex>
+
+#include "smart/ycsb_driver.h"
+
+namespace smart {
+namespace {
+
+// A locked std::map; `corrupt` makes every read of one key return another
+// key's value, `fail_after` makes operations fail after that many calls.
+class MapStore : public KvStore {
+ public:
+  std::string name() const override { return "MapStore"; }
+  Status search(std::string_view key, std::string* value) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (++calls_ > fail_after) return Status::Internal("store broke");
+    std::string k(key);
+    if (k == corrupt && map_.size() > 1) k = map_.begin()->first == k ? std::next(map_.begin())->first : map_.begin()->first;
+    auto it = map_.find(k);
+    if (it == map_.end()) return Status::NotFound("absent");
+    *value = it->second;
+    return Status::OK();
+  }
+  Status insert(std::string_view key, std::string_view value) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (++calls_ > fail_after) return Status::Internal("store broke");
+    map_[std::string(key)] = std::string(value);
+    return Status::OK();
+  }
+  Status update(std::string_view key, std::string_view value) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = map_.find(std::string(key));
+    if (it == map_.end()) return Status::NotFound("absent");
+    it->second = std::string(value);
+    return Status::OK();
+  }
+  Status read_modify_write(std::string_view key, const std::function<void(std::string*)>& modify) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = map_.find(std::string(key));
+    if (it == map_.end()) return Status::NotFound("absent");
+    modify(&it->second);
+    return Status::OK();
+  }
+  Status remove(std::string_view key) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return map_.erase(std::string(key)) ? Status::OK() : Status::NotFound("absent");
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return map_.size();
+  }
+
+  std::string corrupt;
+  uint64_t fail_after = UINT64_MAX;
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::string> map_;
+  uint64_t calls_ = 0;
+};
+
+YcsbOptions Small(const std::string& dataset) {
+  YcsbOptions o;
+  o.dataset = dataset;
+  o.max_key = 1000;
+  o.duration = 0.2;
+  o.threads = 2;
+  o.coros = 2;
+  o.progress = false;
+  return o;
+}
+
+TEST(YcsbDriver, LoadsEveryKeyAndCountsOnlySuccesses) {
+  MapStore store;
+  YcsbOptions o = Small("ycsb-a");
+  YcsbLoad(store, o);
+  EXPECT_EQ(store.size(), 1000u);
+  const YcsbResult r = YcsbRun(store, o);
+  EXPECT_GT(r.succeeded, 0u);
+  EXPECT_EQ(r.not_found, 0u);
+  EXPECT_EQ(r.failed, 0u);
+  EXPECT_EQ(r.latency.count(), r.succeeded);
+}
+
+TEST(YcsbDriver, MissesAreCountedApartAndNotAsThroughput) {
+  MapStore store;  // nothing loaded: every read misses
+  const YcsbResult r = YcsbRun(store, Small("ycsb-c"));
+  EXPECT_EQ(r.succeeded, 0u);
+  EXPECT_GT(r.not_found, 0u);
+  EXPECT_EQ(r.mops(), 0);
+  EXPECT_EQ(r.latency.count(), 0u);
+}
+
+TEST(YcsbDriver, VerifyCatchesAValueThatIsNotTheKeys) {
+  MapStore store;
+  YcsbOptions o = Small("ycsb-c");
+  o.zipf = 0.99;  // key 0 is the hottest (without rehash_key)
+  o.verify = true;
+  YcsbLoad(store, o);
+  store.corrupt = "00000000";
+  const YcsbResult r = YcsbRun(store, o);
+  EXPECT_GT(r.wrong_values, 0u);
+  EXPECT_EQ(r.failed, r.wrong_values);
+  EXPECT_NE(r.first_failure.find("00000000"), std::string::npos) << r.first_failure;
+  // Without verify the same run counts them as successes.
+  o.verify = false;
+  EXPECT_EQ(YcsbRun(store, o).wrong_values, 0u);
+}
+
+TEST(YcsbDriver, AFailureStopsTheRunAndIsReported) {
+  MapStore store;
+  YcsbOptions o = Small("ycsb-c");
+  YcsbLoad(store, o);
+  store.fail_after = 1000 + 500;
+  const YcsbResult r = YcsbRun(store, o);
+  EXPECT_GE(r.failed, 1u);
+  EXPECT_NE(r.first_failure.find("store broke"), std::string::npos) << r.first_failure;
+}
+
+TEST(YcsbDriver, BadOptionsAreRefusedNamingTheValue) {
+  MapStore store;
+  auto refused = [&](YcsbOptions o, const std::string& word) {
+    try {
+      CheckYcsbOptions(o, store);
+      ADD_FAILURE() << "accepted options that should mention " << word;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
+    }
+  };
+  YcsbOptions o = Small("ycsb-c");
+  EXPECT_NO_THROW(CheckYcsbOptions(o, store));
+  o.max_key = 0;
+  refused(o, "max_key");
+  o = Small("ycsb-c");
+  o.duration = -3;
+  refused(o, "duration");
+  o = Small("ycsb-c");
+  o.value_length = 0;
+  refused(o, "value_length");
+  o = Small("ycsb-c");
+  o.key_length = 3;
+  o.max_key = 100000;
+  refused(o, "key_length 3");
+  o = Small("ycsb-e");
+  refused(o, "scan");
+  o = Small("ycsb-q");
+  refused(o, "ycsb-q");
+  o = Small("ycsb-c");
+  o.zipf = 1;
+  refused(o, "zipfian");
+  o = Small("ycsb-c");
+  o.threads = 0;
+  refused(o, "NR_THREAD");
+}
+
+TEST(YcsbDriver, ThroughputHasThreeSignificantDigits) {
+  EXPECT_EQ(FormatSignificant(1.2849), "1.28");
+  EXPECT_EQ(FormatSignificant(12.849), "12.8");
+  EXPECT_EQ(FormatSignificant(128.49), "128");
+  EXPECT_EQ(FormatSignificant(0.012849), "0.0128");
+  EXPECT_EQ(FormatSignificant(0.00012849), "0.000128");
+}
+
+}  // namespace
+}  // namespace smart

@@ -89,7 +89,7 @@ void LogTakeOver(const HashTable::Shard& sh, const LockAcquireInfo& info) {
 
 }  // namespace
 
-Status Ops::split(int si, const Shard& sh, const KeyHash& h, uint64_t subtable, bool* busy) {
+Status Ops::with_resize_lock(int si, const Shard& sh, bool* busy, const std::function<Status(RemoteLock&)>& work) {
   *busy = false;
   if (tc_.split_busy) {
     *busy = true;
@@ -107,7 +107,7 @@ Status Ops::split(int si, const Shard& sh, const KeyHash& h, uint64_t subtable, 
     if (info.took_over) LogTakeOver(sh, info);
     FaultPoint("ht.split.locked");
     s = finish_abandoned_split(si, sh, lock);
-    if (s.ok()) s = split_under_lock(si, sh, h, subtable, lock);
+    if (s.ok() && work) s = work(lock);
     // On an error the intent stays: the next holder finishes the split.
     const Status released = lock.release();
     if (s.ok()) s = released;
@@ -116,23 +116,13 @@ Status Ops::split(int si, const Shard& sh, const KeyHash& h, uint64_t subtable, 
   return s;
 }
 
+Status Ops::split(int si, const Shard& sh, const KeyHash& h, uint64_t subtable, bool* busy) {
+  return with_resize_lock(si, sh, busy, [&](RemoteLock& lock) { return split_under_lock(si, sh, h, subtable, lock); });
+}
+
 Status Ops::help_stalled_split(int si, const Shard& sh) {
-  if (tc_.split_busy) return Status::OK();
-  Status s = split_buffer_ready();
-  if (!s.ok()) return s;
-  tc_.split_busy = true;
-  RemoteLock& lock = resize_lock(si, sh);
-  bool acquired = false;
-  LockAcquireInfo info;
-  s = lock.try_acquire(&acquired, &info);
-  if (s.ok() && acquired) {
-    if (info.took_over) LogTakeOver(sh, info);
-    s = finish_abandoned_split(si, sh, lock);
-    const Status released = lock.release();
-    if (s.ok()) s = released;
-  }
-  tc_.split_busy = false;
-  return s;
+  bool busy;
+  return with_resize_lock(si, sh, &busy, nullptr);
 }
 
 Status Ops::finish_abandoned_split(int si, const Shard& sh, RemoteLock& lock) {

@@ -251,6 +251,10 @@ class Ops {
   // split.cc
   Status split_buffer_ready();
   RemoteLock& resize_lock(int si, const Shard& sh);
+  // Takes the resize lock (unless this thread or a live client holds it:
+  // *busy), finishes any split a dead client left, runs `work` (if any) and
+  // releases the lock.
+  Status with_resize_lock(int si, const Shard& sh, bool* busy, const std::function<Status(RemoteLock&)>& work);
   // With the lock held: finishes the split the header's intent describes.
   Status finish_abandoned_split(int si, const Shard& sh, RemoteLock& lock);
   Status split_under_lock(int si, const Shard& sh, const KeyHash& h, uint64_t subtable, RemoteLock& lock);

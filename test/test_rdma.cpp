@@ -178,13 +178,16 @@ int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int thread
     }
   }
   const double iops = static_cast<double>(ops) / elapsed / 1e6;
-  const double bandwidth = static_cast<double>(ops) * static_cast<double>(block) / elapsed / (1 << 20);
+  // Upstream's line says MB/s for what it computes in MiB/s (2^20 bytes);
+  // BW= here is MB/s (10^6 bytes), and MiB/s follows it.
+  const double bandwidth = static_cast<double>(ops) * static_cast<double>(block) / elapsed / 1e6;
+  const double bandwidth_mib = static_cast<double>(ops) * static_cast<double>(block) / elapsed / (1 << 20);
   const double p50 = static_cast<double>(latency.percentile(0.50)) / 1000.0;
   const double p99 = static_cast<double>(latency.percentile(0.99)) / 1000.0;
   const std::string prefix = config.dump_prefix.empty() ? "rdma-" + type : config.dump_prefix;
   printf("%s: #threads=%d, #depth=%d, #block_size=%" PRIu64
-         ", BW=%.3f MB/s, IOPS=%.3f M/s, conn establish time=%.3f ms, P50 latency=%.3f us, P99 latency=%.3f us\n",
-         prefix.c_str(), threads, depth, block, bandwidth, iops, connect_ms, p50, p99);
+         ", BW=%.3f MB/s (%.3f MiB/s), IOPS=%.3f M/s, conn establish time=%.3f ms, P50 latency=%.3f us, P99 latency=%.3f us\n",
+         prefix.c_str(), threads, depth, block, bandwidth, bandwidth_mib, iops, connect_ms, p50, p99);
   fflush(stdout);
   char line[512];
   snprintf(line, sizeof(line), "%s, %d, %d, %" PRIu64 ", %.3f, %.3f, %.3f, %.3f, %.3f", prefix.c_str(), threads,

@@ -104,6 +104,12 @@ int Run(const YcsbOptions& o, const DataStructureConfig& config, SmartConfig sma
            ", %" PRIu64, store.name().c_str(), o.dataset.c_str(), o.threads, o.coros, o.key_length, o.value_length,
            o.max_key, FormatSignificant(r.mops()).c_str(), p50, p99, retries, r.succeeded, r.not_found, r.failed);
   AppendCsvLine(config.dump_file_path, line);
+  // After a full load, a workload without inserts must find every key.
+  if (o.load && ycsb::GetWorkload(o.dataset).insert == 0 && r.not_found * 1000 > attempted) {
+    fprintf(stderr, "hashtable_bench: %" PRIu64 " of %" PRIu64 " operations did not find their key after all %" PRIu64
+            " keys were loaded: the table lost keys\n", r.not_found, attempted, o.max_key);
+    return 1;
+  }
   if (r.failed > 0) {
     fprintf(stderr, "hashtable_bench: %" PRIu64 " operation(s) failed%s; the first: %s\n", r.failed,
             r.wrong_values ? (" (" + std::to_string(r.wrong_values) + " read a wrong value)").c_str() : "",

@@ -76,7 +76,15 @@ double TransportFloor(uint64_t ops) {
     wr.wr.rdma.remote_addr = base + ((i * 8) & (kRegionBytes - 1));
     ibv_send_wr* bad;
     if (qp->post_send(&wr, &bad) != 0) throw Error("post failed");
-    while (cq->poll(16, wc) == 0) {
+    int n;
+    while ((n = cq->poll(16, wc)) == 0) {
+    }
+    if (n < 0) throw Error("polling the completion queue failed: " + std::to_string(n));
+    for (int k = 0; k < n; ++k) {
+      if (wc[k].status != IBV_WC_SUCCESS) {
+        throw Error(std::string("a READ completed with ") + ibv_wc_status_str(wc[k].status) + " (status " +
+                    std::to_string(wc[k].status) + ")");
+      }
     }
   }
   return static_cast<double>(NowNs() - start) / static_cast<double>(ops);

@@ -12,9 +12,16 @@ for type in read write cas faa; do
   out=$("$SMART_BIN/test_rdma" --config "$config" --type $type --duration ${TEST_RDMA_SECONDS:-0.5} 2 4) ||
     fail "test_rdma $type"
   echo "$out"
-  [[ $out =~ ^rdma-$type:\ \#threads=2,\ \#depth=4,\ \#block_size=8,\ BW=[0-9.]+\ MB/s,\ IOPS=([0-9.]+)\ M/s ]] ||
+  [[ $out =~ ^rdma-$type:\ \#threads=2,\ \#depth=4,\ \#block_size=8,\ BW=([0-9.]+)\ MB/s\ \(([0-9.]+)\ MiB/s\),\ IOPS=([0-9.]+)\ M/s ]] ||
     fail "unexpected result line for $type"
-  python3 -c "import sys; sys.exit(0 if float('${BASH_REMATCH[1]}') > 0 else 1)" || fail "$type made no progress"
+  # BW (10^6 bytes) and MiB/s (2^20) describe the same rate, and 8-byte
+  # requests at IOPS M/s move 8 * IOPS MB/s.
+  python3 - "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}" "${BASH_REMATCH[3]}" <<'PY' || fail "$type: inconsistent or zero rates: $out"
+import sys
+mb, mib, iops = map(float, sys.argv[1:4])
+ok = iops > 0 and abs(mb - mib * 1.048576) <= 0.01 * mb + 0.002 and abs(mb - 8 * iops) <= 0.01 * mb + 0.01
+sys.exit(0 if ok else 1)
+PY
 done
 lines=$(wc -l <"$WORK_DIR/out.csv")
 ((lines == 4)) || fail "expected 4 CSV lines, found $lines"

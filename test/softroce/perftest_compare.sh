@@ -68,10 +68,11 @@ perftest_depth() {
              END {d = (o != "" && t != "" && t + 0 < o + 0) ? t : o; print d}' "$1"
 }
 # test_rdma prints IOPS in M/s with three decimals, too coarse at rxe's
-# speed under emulation; its bandwidth of 8-byte requests carries more digits.
+# speed under emulation; its bandwidth (MB/s, 10^6 bytes) of 8-byte requests
+# carries more digits.
 test_rdma_rate() {
     sed -n 's/.*#block_size=8, BW=\([0-9.]*\) MB\/s.*/\1/p' "$1" | head -n 1 |
-        awk 'NF {printf "%.6f\n", $1 * 1048576 / 8 / 1e6}'
+        awk 'NF {printf "%.6f\n", $1 * 1e6 / 8 / 1e6}'
 }
 
 # run_pair LABEL PERFTEST_TOOL PORT TEST_RDMA_TYPE PERFTEST_ARGS...: ROUNDS

@@ -13,6 +13,7 @@
 
 #include "hash_table.h"
 #include "layout.h"
+#include "writer_log.h"
 #include "smart/bench.h"
 #include "smart/initiator.h"
 #include "smart/logging.h"
@@ -39,6 +40,7 @@ struct Options {
   uint64_t lease_ms = 2000;
   uint64_t retry_timeout_ms = 10000;
   bool exact = false;
+  std::vector<std::string> logs;  // writer logs (update/insert write one; check-log reads them)
 };
 
 std::string Key(uint64_t id) {
@@ -133,29 +135,95 @@ class Checker {
   std::string error_;
 };
 
+// Records each worker's last acknowledged write per key; saved to the
+// --log file (if any) when the command ends.
+class WriteRecorder {
+ public:
+  explicit WriteRecorder(const Options& o) : o_(o) {}
+  void acknowledged(hashtable::WriterLog* worker_log, uint64_t id, uint64_t seq, uint64_t start_ns) {
+    if (!o_.logs.empty()) (*worker_log)[id] = hashtable::LoggedWrite{o_.writer, seq, start_ns, NowNs()};
+  }
+  void merge(const hashtable::WriterLog& worker_log) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [id, w] : worker_log) all_[id] = w;
+  }
+  void save() {
+    if (!o_.logs.empty()) hashtable::SaveWriterLog(o_.logs.front(), all_);
+  }
+
+ private:
+  const Options& o_;
+  std::mutex mutex_;
+  hashtable::WriterLog all_;
+};
+
 int Insert(Checker& c, const Options& o) {
+  WriteRecorder recorder(o);
   c.run([&](int, uint64_t first, uint64_t step) {
+    hashtable::WriterLog log;
     for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
+      const uint64_t start = NowNs();
       Status s = c.table().insert(Key(id), Value(o.writer, id, 0));
+      if (s.ok()) recorder.acknowledged(&log, id, 0, start);
       if (!s.ok()) c.fail("insert " + Key(id) + ": " + s.ToString());
     }
+    recorder.merge(log);
   });
+  recorder.save();
   return c.finish("insert");
 }
 
 // Every round writes seq = round to each key of the worker, in order.
 int Update(Checker& c, const Options& o) {
+  WriteRecorder recorder(o);
   c.run([&](int, uint64_t first, uint64_t step) {
+    hashtable::WriterLog log;
     for (int round = 1; round <= o.rounds && !c.failed(); ++round) {
       for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
+        const uint64_t start = NowNs();
         Status s = c.table().update(Key(id), Value(o.writer, id, static_cast<uint64_t>(round)));
+        if (s.ok()) recorder.acknowledged(&log, id, static_cast<uint64_t>(round), start);
         if (!s.ok() && !(o.allow_missing && s.code() == Status::Code::kNotFound)) {
           c.fail("update " + Key(id) + ": " + s.ToString());
         }
       }
     }
+    recorder.merge(log);
   });
+  recorder.save();
   return c.finish("update");
+}
+
+// Compares every key's final value with the writers' logs (writer_log.h).
+int CheckLog(Checker& c, const Options& o) {
+  const auto writes = hashtable::LoadWriterLogs(o.logs);
+  std::atomic<uint64_t> checked{0};
+  c.run([&](int, uint64_t first, uint64_t step) {
+    std::string value;
+    for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
+      auto it = writes.find(id);
+      Status s = c.table().search(Key(id), &value);
+      if (it == writes.end()) {
+        if (s.ok()) c.fail(Key(id) + " is present, but no writer logged a write of it");
+        continue;
+      }
+      if (!s.ok()) {
+        c.fail(Key(id) + ": " + s.ToString() + ", but writers were told their writes of it succeeded");
+        continue;
+      }
+      int writer;
+      uint64_t key_in_value, seq;
+      if (!ParseValue(value, &writer, &key_in_value, &seq) || key_in_value != id) {
+        c.fail(Key(id) + " holds \"" + value + "\", which no writer wrote for it");
+        continue;
+      }
+      const std::string wrong = hashtable::CheckAgainstLog(id, writer, seq, it->second);
+      if (!wrong.empty()) c.fail(wrong);
+      checked.fetch_add(1);
+    }
+  });
+  printf("hashtable_check check-log: %" PRIu64 " keys matched the writers' logs\n", checked.load());
+  return c.finish("check-log");
 }
 
 int Delete(Checker& c, const Options& o) {
@@ -352,11 +420,13 @@ int main(int argc, char** argv) {
   app.add_option("--lease-ms", o.lease_ms, "lease of the resize lock and build claim (ms)")->check(CLI::Range(1, 3600000));
   app.add_option("--retry-timeout-ms", o.retry_timeout_ms, "an operation stuck this long fails (ms)")
       ->check(CLI::Range(1, 3600000));
+  app.add_option("--log", o.logs, "insert/update: write this writer's log of acknowledged writes; "
+                 "check-log: a writer log to check against (repeat)");
   app.add_flag("--exact", o.exact, "verify: each value is the one --writer wrote in round --rounds (its acknowledged write)");
   std::map<std::string, std::function<int(Checker&, const Options&)>> commands = {
       {"build", [](Checker& c, const Options&) { return c.finish("build"); }},
       {"insert", Insert}, {"update", Update}, {"delete", Delete}, {"verify", Verify},
-      {"read", Read}, {"count", Count}, {"capacity", Capacity}, {"torn", Torn}};
+      {"read", Read}, {"count", Count}, {"capacity", Capacity}, {"torn", Torn}, {"check-log", CheckLog}};
   for (auto& [name, fn] : commands) app.add_subcommand(name, "");
   CLI11_PARSE(app, argc, argv);
   try {

@@ -185,6 +185,7 @@ TableStats HashTable::stats() const {
     total.torn_reads += s.torn_reads;
     total.stale_directory += s.stale_directory;
     total.cas_failures += s.cas_failures;
+    total.duplicates_removed += s.duplicates_removed;
     total.splits += s.splits;
     total.splits_recovered += s.splits_recovered;
     total.speculative_hits += s.speculative_hits;

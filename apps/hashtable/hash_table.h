@@ -55,6 +55,10 @@ struct TableOptions {
   // ends in an error, not a loop. Longer than the lease, so that a dead
   // splitter is taken over first.
   uint64_t retry_timeout_ns = 10000000000;
+  // Tests only: inserts pick an empty slot by task instead of the first of
+  // the emptiest bucket, so that racing inserts of one key take different
+  // slots and leave duplicates for the inserters to remove.
+  bool spread_inserts_for_tests = false;
 };
 
 // Counters of one thread, summed by HashTable::stats().
@@ -62,6 +66,7 @@ struct TableStats {
   uint64_t torn_reads = 0;         // blocks that failed their checksum and were re-read
   uint64_t stale_directory = 0;    // directory refreshes after a stale bucket header
   uint64_t cas_failures = 0;       // slot CASes that lost a race
+  uint64_t duplicates_removed = 0; // copies of a key cleared after racing inserts
   uint64_t splits = 0;             // subtables this client split
   uint64_t splits_recovered = 0;   // half-done splits of dead clients finished
   uint64_t speculative_hits = 0;   // lookups answered by the cached slot

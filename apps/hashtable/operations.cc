@@ -197,6 +197,18 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
       continue;
     }
     best_slot = first_empty[best_bucket];
+    if (__builtin_expect(options_.spread_inserts_for_tests, 0)) {
+      // Tests: a different empty slot per task, so that racing inserts of
+      // one key land in different slots and the duplicate removal runs.
+      int n = 0;
+      for (int b = 0; b < v.count; ++b) {
+        for (int j = 0; j < kSlotsPerBucket; ++j) {
+          if (!SlotEmpty(v.slot(b, j)) || ++n != 1 + (this_task::id() + ThreadId() * 7) % 5) continue;
+          best_bucket = b;
+          best_slot = j;
+        }
+      }
+    }
     const uint64_t expected = v.slot(best_bucket, best_slot);
     const uint64_t desired = SlotWithParity(new_slot, HeaderDepth(v.header(best_bucket)));
     const GlobalAddress slot(sh.node, v.slot_offset(best_bucket, best_slot));
@@ -241,6 +253,7 @@ Status Ops::remove_duplicates(int si, const Shard& sh, std::string_view key, con
       if (!s.ok()) return s;
       if (tb.words[0] == c.slot_value) {
         retire_block(sh, c.slot_value);
+        ++tc_.stats.duplicates_removed;
       } else {
         ++tc_.stats.cas_failures;
         again = true;

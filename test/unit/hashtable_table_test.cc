@@ -95,6 +95,22 @@ TEST_F(HashTableTest, ConcurrentInsertsOfOneKeyLeaveOneCopy) {
   }
 }
 
+// Racing inserts of one key placed in different slots: every inserter must
+// clear the copies above the lowest, so exactly one remains.
+TEST_F(HashTableTest, RacingInsertsInDifferentSlotsLeaveOneCopy) {
+  options_.spread_inserts_for_tests = true;
+  Open(1000);
+  for (int round = 0; round < 50; ++round) {
+    const std::string key = "spread" + std::to_string(round);
+    RunTasks(2, 4, [&](int worker) { ASSERT_TRUE(table_->insert(key, "v" + std::to_string(worker)).ok()); });
+    int copies = 0;
+    ASSERT_TRUE(table_->count_copies(key, &copies).ok());
+    ASSERT_EQ(copies, 1) << key;
+  }
+  // The race happened: inserts found other copies and removed them.
+  EXPECT_GT(table_->stats().duplicates_removed, 0u);
+}
+
 TEST_F(HashTableTest, GrowsFromASmallTableUnderConcurrentInserts) {
   Open(300);
   uint64_t initial = 0;

@@ -64,11 +64,19 @@ void OpenShard(Initiator& in, node_t node, uint64_t expected_keys, const LeaseOp
   const std::string name = "memory node " + std::to_string(node);
   shard->node = node;
   NamedRoots roots(in, lease);
-  RootClaim claim;
-  Status s = roots.open(node, kRootName, &claim);
-  if (!s.ok()) throw Error("hash table: opening the named root \"" + std::string(kRootName) + "\" on " + name + ": " + s.ToString());
-  uint64_t root_value = claim.value();
-  if (claim.must_build()) {
+  uint64_t root_value = 0;
+  // A builder slower than the lease may find its build taken over; it then
+  // drops its half-built table and attaches to the one the other client
+  // publishes, like any client that came second.
+  struct TakenOver {};
+  for (;;) {
+    RootClaim claim;
+    Status s = roots.open(node, kRootName, &claim);
+    if (!s.ok()) {
+      throw Error("hash table: opening the named root \"" + std::string(kRootName) + "\" on " + name + ": " + s.ToString());
+    }
+    root_value = claim.value();
+    if (!claim.must_build()) break;
     if (claim.took_over()) {
       LogPrintf(LogLevel::kWarn, "hash table: the client building the table on %s died; building it again", name.c_str());
     }
@@ -79,15 +87,25 @@ void OpenShard(Initiator& in, node_t node, uint64_t expected_keys, const LeaseOp
                   " MiB, too little for a table of " + std::to_string(expected_keys) + " keys (" +
                   std::to_string(need >> 20) + " MiB of buckets before any block); raise capacity in backend.json");
     }
-    auto still_mine = [&claim, &name] {
+    auto still_mine = [&claim] {
       Status r = claim.renew_if_due();
-      if (!r.ok()) throw Error("hash table: building the table on " + name + " was taken over by another client: " + r.ToString());
+      if (r.code() == Status::Code::kLockLost) throw TakenOver{};
+      if (!r.ok()) throw Error("hash table: renewing the build claim failed: " + r.ToString());
     };
-    const GlobalAddress directory = BuildTable(in, node, geometry, still_mine);
-    s = claim.publish(directory.offset);
-    if (!s.ok()) throw Error("hash table: publishing the table on " + name + " failed: " + s.ToString());
-    root_value = directory.offset;
+    try {
+      const GlobalAddress directory = BuildTable(in, node, geometry, still_mine);
+      s = claim.publish(directory.offset);
+      if (s.code() == Status::Code::kLockLost) throw TakenOver{};
+      if (!s.ok()) throw Error("hash table: publishing the table on " + name + " failed: " + s.ToString());
+      root_value = directory.offset;
+      break;
+    } catch (const TakenOver&) {
+      LogPrintf(LogLevel::kWarn,
+                "hash table: building the table on %s was taken over by another client (this one was slower than the "
+                "lease); attaching to its table instead", name.c_str());
+    }
   }
+  Status s;
   shard->directory = GlobalAddress(node, root_value);
   s = in.read(word, shard->directory, sizeof(DirectoryHeader), Option::kSync);
   if (!s.ok()) throw Error("hash table: reading the directory on " + name + " failed: " + s.ToString());

@@ -188,6 +188,7 @@ TableStats HashTable::stats() const {
     total.duplicates_removed += s.duplicates_removed;
     total.splits += s.splits;
     total.splits_recovered += s.splits_recovered;
+    total.splits_abandoned += s.splits_abandoned;
     total.speculative_hits += s.speculative_hits;
     total.speculative_misses += s.speculative_misses;
     const BlockPoolStats& b = tc->blocks->stats();

@@ -69,6 +69,7 @@ struct TableStats {
   uint64_t duplicates_removed = 0; // copies of a key cleared after racing inserts
   uint64_t splits = 0;             // subtables this client split
   uint64_t splits_recovered = 0;   // half-done splits of dead clients finished
+  uint64_t splits_abandoned = 0;   // own splits taken over by another client (this one was too slow)
   uint64_t speculative_hits = 0;   // lookups answered by the cached slot
   uint64_t speculative_misses = 0; // cached slots that had changed
   uint64_t blocks_retired = 0;

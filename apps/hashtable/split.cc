@@ -113,6 +113,17 @@ Status Ops::with_resize_lock(int si, const Shard& sh, bool* busy, const std::fun
     if (s.ok()) s = released;
   }
   tc_.split_busy = false;
+  if (s.code() == Status::Code::kLockLost) {
+    // This client was slower than the lease (paused, descheduled) and
+    // another took the split over: it stopped at its next step without
+    // writing, and the new holder finishes the split. The operation that
+    // wanted the split simply goes on.
+    LogPrintf(LogLevel::kWarn, "hash table: the resize lock of memory node %d was taken over while this client held it; "
+              "it abandoned its split to the new holder (%s)", sh.node, s.ToString().c_str());
+    ++tc_.stats.splits_abandoned;
+    *busy = true;
+    return Status::OK();
+  }
   return s;
 }
 

@@ -236,8 +236,9 @@ class Ops {
 
   // Splits the subtable at `subtable` (which held full candidate buckets
   // for `h`), first finishing a split that a dead client left half done.
-  // *busy: another live client holds the resize lock. kLockLost: this
-  // client was paused past the lease and another took the split over.
+  // *busy: another live client holds the resize lock, or this client was
+  // slower than the lease and another took its split over (it stopped
+  // before writing again; the new holder finishes the split).
   Status split(int si, const Shard& sh, const KeyHash& h, uint64_t subtable, bool* busy);
   // For an operation that cannot make progress: when the resize lock's
   // holder is dead (or the lock is free with a split left half done),

@@ -11,7 +11,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/hashtable_lib.sh"
 start_hashtable_blade 512
 SERVERS=("127.0.0.1:$BLADE_PORT")
-LEASE=(--lease-ms 300)
+if [[ ${SMART_TEST_TRANSPORT:-shm} == verbs ]]; then LEASE=(--lease-ms 2000); else LEASE=(--lease-ms 300); fi
 check build --expected-keys 20000 "${LEASE[@]}" >/dev/null
 
 rounds=${CRASH_ROUNDS:-6}
@@ -26,7 +26,8 @@ for round in $(seq 1 "$rounds"); do
   sleep "0.$((1 + round % 5))"
   kill -KILL "$victim" 2>/dev/null || true
   wait "$victim" 2>/dev/null || true
-  out=$(check "${LEASE[@]}" insert --from "$survivor_from" --to $((survivor_from + 3000)) --writer 1)
+  out=$("$SMART_BIN/hashtable_check" --server "${SERVERS[0]}" "${LEASE[@]}" insert --from "$survivor_from" \
+    --to $((survivor_from + 3000)) --writer 1 2>&1) || { echo "$out" >&2; fail "round $round: the survivor's inserts failed"; }
   echo "round $round: $out"
   n=$(sed -n 's/.*splits of dead clients finished \([0-9]*\).*/\1/p' <<<"$out")
   recovered=$((recovered + ${n:-0}))

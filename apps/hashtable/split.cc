@@ -325,7 +325,7 @@ Status Ops::split_copy(const Shard& sh, RemoteLock& lock, const SplitPlan& plan,
     s = in_.read(window, GlobalAddress(sh.node, plan.old_subtable + g0 * kGroupSize), bytes, Option::kSync);
     if (!s.ok()) return s;
     auto* w = reinterpret_cast<uint64_t*>(window);
-    s = freeze(sh, plan.old_subtable + g0 * kGroupSize, w, groups);
+    s = freeze(sh, lock, plan.old_subtable + g0 * kGroupSize, w, groups);
     if (!s.ok()) return s;
     FaultPoint("ht.split.frozen");
     memcpy(&(*image)[g0 * words_per_group], w, bytes);
@@ -473,7 +473,7 @@ Status Ops::write_entries(const Shard& sh, RemoteLock& lock, const std::vector<u
   return Status::OK();
 }
 
-Status Ops::freeze(const Shard& sh, uint64_t offset, uint64_t* w, uint64_t groups) {
+Status Ops::freeze(const Shard& sh, RemoteLock& lock, uint64_t offset, uint64_t* w, uint64_t groups) {
   uint64_t* results = reinterpret_cast<uint64_t*>(tc_.split_buffer + kResultsOffset);
   std::vector<int> pending;
   for (uint64_t b = 0; b < groups * kBucketsPerGroup; ++b) {
@@ -486,9 +486,13 @@ Status Ops::freeze(const Shard& sh, uint64_t offset, uint64_t* w, uint64_t group
     std::vector<int> again;
     for (size_t i = 0; i < pending.size(); i += kCasBatch) {
       const size_t n = std::min<size_t>(kCasBatch, pending.size() - i);
+      // Fenced per batch: a holder that was taken over must not freeze
+      // what a new holder already rewrote (nothing would unfreeze it).
+      Status s = lock.renew();
+      if (!s.ok()) return s;
       for (size_t k = 0; k < n; ++k) {
         const int index = pending[i + k];
-        Status s = in_.compare_and_swap(&results[k], GlobalAddress(sh.node, offset + 8 * static_cast<uint64_t>(index)),
+        s = in_.compare_and_swap(&results[k], GlobalAddress(sh.node, offset + 8 * static_cast<uint64_t>(index)),
                                         w[index], w[index] | kFrozenBit, k + 1 == n ? Option::kSync : Option::kNone);
         if (!s.ok()) return s;
       }

@@ -279,7 +279,7 @@ class Ops {
                        size_t count);
   // Freezes every slot of `groups` groups read into `w` (at `offset`); on
   // return `w` holds the frozen values.
-  Status freeze(const Shard& sh, uint64_t offset, uint64_t* w, uint64_t groups);
+  Status freeze(const Shard& sh, RemoteLock& lock, uint64_t offset, uint64_t* w, uint64_t groups);
 
   Initiator& in_;
   const TableOptions& options_;

@@ -12,19 +12,22 @@ source "$(dirname "$0")/hashtable_lib.sh"
 if [[ ${SMART_TEST_TRANSPORT:-shm} == verbs ]]; then
   KEYS=${GROW_KEYS:-150000}
   MIN_DEPTH=10
+  # Splits there take long enough for a live splitter to miss a 2 s lease.
+  SLOW=(--lease-ms 10000 --retry-timeout-ms 60000)
   start_hashtable_blade 256
 else
   KEYS=${GROW_KEYS:-5000000}
   MIN_DEPTH=12
+  SLOW=()
   start_hashtable_blade 1536
 fi
 SERVERS=("127.0.0.1:$BLADE_PORT")
 check build --expected-keys 64 >/dev/null
 initial=$(check capacity | sed -n 's/.*: \([0-9]*\) slots.*/\1/p')
 third=$((KEYS / 3))
-check_bg insert --from 0 --to $third --writer 0
-check_bg insert --from $third --to $((2 * third)) --writer 1
-check_bg insert --from $((2 * third)) --to "$KEYS" --writer 2
+check_bg "${SLOW[@]}" insert --from 0 --to $third --writer 0
+check_bg "${SLOW[@]}" insert --from $third --to $((2 * third)) --writer 1
+check_bg "${SLOW[@]}" insert --from $((2 * third)) --to "$KEYS" --writer 2
 wait_checks
 check capacity
 depth=$(check capacity | sed -n 's/.*global depth \([0-9]*\).*/\1/p')

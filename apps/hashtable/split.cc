@@ -36,8 +36,6 @@ namespace smart::hashtable {
 
 namespace {
 
-constexpr size_t kWindowBytes = kSplitWindowGroups * kGroupSize;
-constexpr size_t kResultsOffset = 2 * kWindowBytes;          // 16 CAS results
 constexpr size_t kLockScratchOffset = kResultsOffset + 16 * 8;  // 16 bytes
 constexpr size_t kHeaderOffset = kLockScratchOffset + 16;       // a DirectoryHeader
 constexpr size_t kBlocksOffset = kHeaderOffset + sizeof(DirectoryHeader);
@@ -198,17 +196,21 @@ Status Ops::split_under_lock(int si, const Shard& sh, const KeyHash& h, uint64_t
                                " KiB); build the table with a larger expected key count, so that its subtables are larger");
   }
   uint64_t* word = reinterpret_cast<uint64_t*>(tc_.split_buffer + kResultsOffset);
+  if (depth == dc.global_depth && dc.global_depth == dc.capacity_depth) {
+    s = move_directory(si, sh, lock);
+    if (!s.ok()) return s;
+  }
   if (depth == dc.global_depth) {
     // Double the directory: copy the entries to the upper half, then raise
     // the depth. A holder that dies in between leaves an unused upper half.
     const size_t half = dc.entries.size();
     std::vector<uint64_t> doubled(dc.entries);
     doubled.insert(doubled.end(), dc.entries.begin(), dc.entries.end());
-    s = write_entries(sh, lock, doubled, half, half);
+    s = write_entries(dc.entries_at, lock, doubled, half, half);
     if (!s.ok()) return s;
     s = lock.renew();
     if (!s.ok()) return s;
-    word[0] = static_cast<uint64_t>(dc.global_depth + 1);
+    word[0] = depth_word(sh, dc, dc.global_depth + 1);
     s = in_.write(word, sh.directory, 8, Option::kSync);
     if (!s.ok()) return s;
     dc.entries.swap(doubled);
@@ -449,26 +451,11 @@ Status Ops::split_publish(int si, const Shard& sh, RemoteLock& lock, const Split
       dc.entries[e] = ((e >> plan.depth) & 1) ? EncodeDirEntry(plan.fresh, plan.new_depth())
                                               : EncodeDirEntry(plan.old_subtable, plan.new_depth());
       words[k] = dc.entries[e];
-      s = in_.write(&words[k], sh.directory + (kDirectoryEntriesOffset + 8 * e), 8,
+      s = in_.write(&words[k], dc.entries_at + 8 * e, 8,
                     k + 1 == n ? Option::kSync : Option::kNone);
       if (!s.ok()) return s;
     }
     FaultPoint("ht.split.publishing");
-  }
-  return Status::OK();
-}
-
-Status Ops::write_entries(const Shard& sh, RemoteLock& lock, const std::vector<uint64_t>& entries, size_t from,
-                          size_t count) {
-  // Through the two split windows (24 KiB = 3072 entries at a time).
-  const size_t per_write = 2 * kWindowBytes / 8;
-  for (size_t i = from; i < from + count; i += per_write) {
-    const size_t n = std::min(per_write, from + count - i);
-    memcpy(tc_.split_buffer, &entries[i], 8 * n);
-    Status s = lock.renew();
-    if (!s.ok()) return s;
-    s = in_.write(tc_.split_buffer, sh.directory + (kDirectoryEntriesOffset + 8 * i), 8 * n, Option::kSync);
-    if (!s.ok()) return s;
   }
   return Status::OK();
 }

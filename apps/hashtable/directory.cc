@@ -30,9 +30,11 @@ Status Ops::refresh_directory(int si, const Shard& sh) {
   tc_.dir_buffer_busy = true;
   Status s = in_.read(tc_.dir_buffer, sh.directory, sizeof(DirectoryHeader), Option::kSync);
   DirectoryShape shape;
+  uint64_t header_word = 0;
   if (s.ok()) {
     DirectoryHeader header;
     memcpy(&header, tc_.dir_buffer, sizeof(header));
+    header_word = header.depth_word;
     shape = DecodeDepthWord(header.depth_word);
     if (header.magic != kDirectoryMagic || !DepthWordValid(shape, in_.remote_capacity(sh.node))) {
       s = Status::Internal("hash table: the directory on memory node " + std::to_string(sh.node) +
@@ -53,11 +55,18 @@ Status Ops::refresh_directory(int si, const Shard& sh) {
       s = in_.read(tc_.dir_buffer, at + 8 * i, 8 * n, Option::kSync);
       if (s.ok()) memcpy(&entries[i], tc_.dir_buffer, 8 * n);
     }
-    if (s.ok()) {
+    // The directory only grows (in depth, or in capacity when it moves),
+    // so a copy of a smaller shape than the one installed is older: a task
+    // of this thread installed a newer one (a splitter's own doubling)
+    // while this read was under way, and it stays.
+    const bool newer = shape.capacity_depth > dc.capacity_depth ||
+                       (shape.capacity_depth == dc.capacity_depth && depth >= dc.global_depth);
+    if (s.ok() && (dc.global_depth < 0 || newer)) {
       dc.entries.swap(entries);
       dc.global_depth = depth;
       dc.capacity_depth = shape.capacity_depth;
       dc.entries_at = at;
+      dc.depth_word = header_word;
     }
   }
   tc_.dir_buffer_busy = false;
@@ -65,22 +74,32 @@ Status Ops::refresh_directory(int si, const Shard& sh) {
   return s;
 }
 
-uint64_t Ops::depth_word(const Shard& sh, const DirectoryCache& dc, int depth) const {
-  const uint64_t offset = dc.entries_at.offset == sh.directory.offset + kDirectoryEntriesOffset ? 0 : dc.entries_at.offset;
-  return EncodeDepthWord(DirectoryShape{depth, dc.capacity_depth, offset});
+Status Ops::swap_depth_word(const Shard& sh, RemoteLock& lock, DirectoryCopy* copy, int depth) {
+  const uint64_t offset = copy->at.offset == sh.directory.offset + kDirectoryEntriesOffset ? 0 : copy->at.offset;
+  const uint64_t desired = EncodeDepthWord(DirectoryShape{depth, copy->capacity_depth, offset});
+  Status s = lock.renew();
+  if (!s.ok()) return s;
+  uint64_t* word = reinterpret_cast<uint64_t*>(tc_.split_buffer + kResultsOffset);
+  s = in_.compare_and_swap(word, sh.directory, copy->word, desired, Option::kSync);
+  if (!s.ok()) return s;
+  if (word[0] != copy->word) {
+    return Status::LockLost("hash table: the directory of memory node " + std::to_string(sh.node) +
+                            " changed under this splitter (its resize lock was taken over)");
+  }
+  copy->word = desired;
+  return Status::OK();
 }
 
-Status Ops::move_directory(int si, const Shard& sh, RemoteLock& lock) {
-  DirectoryCache& dc = tc_.dirs[si];
-  if (dc.capacity_depth >= kMaxGlobalDepth) return Status::OK();  // the caller reports the limit
-  const int capacity_depth = std::min(kMaxGlobalDepth, dc.capacity_depth + kDirectoryGrowthBits);
+Status Ops::move_directory(const Shard& sh, RemoteLock& lock, DirectoryCopy* copy) {
+  if (copy->capacity_depth >= kMaxGlobalDepth) return Status::OK();  // the caller reports the limit
+  const int capacity_depth = std::min(kMaxGlobalDepth, copy->capacity_depth + kDirectoryGrowthBits);
   const uint64_t bytes = uint64_t{8} << capacity_depth;
   GlobalAddress array;
   Status s = in_.alloc_memory(sh.node, bytes, &array);
   if (!s.ok()) {
     return Status::OutOfMemory("hash table: memory node " + std::to_string(sh.node) + " has no room for a directory of " +
                                std::to_string(bytes >> 20) + " MiB (2^" + std::to_string(capacity_depth) +
-                               " entries) to grow past " + std::to_string(dc.entries.size()) + " subtable entries, with " +
+                               " entries) to grow past " + std::to_string(copy->entries.size()) + " subtable entries, with " +
                                std::to_string(in_.remote_capacity(sh.node) >> 20) +
                                " MiB in its pool: raise capacity in backend.json or add memory blades (" + s.ToString() + ")");
   }
@@ -88,15 +107,11 @@ Status Ops::move_directory(int si, const Shard& sh, RemoteLock& lock) {
   // that dies in between leaves an unused array. The old array stays as it
   // is: a client that still reads it finds stale entries, which bucket
   // headers report like any other stale directory.
-  s = write_entries(array, lock, dc.entries, 0, dc.entries.size());
+  s = write_entries(array, lock, copy->entries, 0, copy->entries.size());
   if (!s.ok()) return s;
-  s = lock.renew();
-  if (!s.ok()) return s;
-  dc.entries_at = array;
-  dc.capacity_depth = capacity_depth;
-  uint64_t* word = reinterpret_cast<uint64_t*>(tc_.split_buffer + kResultsOffset);
-  word[0] = depth_word(sh, dc, dc.global_depth);
-  s = in_.write(word, sh.directory, 8, Option::kSync);
+  copy->at = array;
+  copy->capacity_depth = capacity_depth;
+  s = swap_depth_word(sh, lock, copy, DecodeDepthWord(copy->word).depth);
   if (!s.ok()) return s;
   ++tc_.stats.directory_moves;
   LogPrintf(LogLevel::kInfo, "hash table: the directory of memory node %d moved to an array of 2^%d entries",

@@ -196,25 +196,31 @@ Status Ops::split_under_lock(int si, const Shard& sh, const KeyHash& h, uint64_t
                                " KiB); build the table with a larger expected key count, so that its subtables are larger");
   }
   uint64_t* word = reinterpret_cast<uint64_t*>(tc_.split_buffer + kResultsOffset);
-  if (depth == dc.global_depth && dc.global_depth == dc.capacity_depth) {
-    s = move_directory(si, sh, lock);
-    if (!s.ok()) return s;
-  }
   if (depth == dc.global_depth) {
-    // Double the directory: copy the entries to the upper half, then raise
-    // the depth. A holder that dies in between leaves an unused upper half.
-    const size_t half = dc.entries.size();
-    std::vector<uint64_t> doubled(dc.entries);
-    doubled.insert(doubled.end(), dc.entries.begin(), dc.entries.end());
-    s = write_entries(dc.entries_at, lock, doubled, half, half);
+    // Double the directory (moving it first when its array is full): copy
+    // the entries to the upper half, then raise the depth. A holder that
+    // dies in between leaves an unused upper half. The work is on a copy:
+    // another task of this thread may install its own refresh into `dc`
+    // while this one waits for a completion.
+    DirectoryCopy copy{dc.entries, dc.entries_at, dc.capacity_depth, dc.depth_word};
+    if (dc.global_depth == dc.capacity_depth) {
+      s = move_directory(sh, lock, &copy);
+      if (!s.ok()) return s;
+    }
+    const size_t half = copy.entries.size();
+    copy.entries.resize(2 * half);
+    std::copy(copy.entries.begin(), copy.entries.begin() + static_cast<std::ptrdiff_t>(half),
+              copy.entries.begin() + static_cast<std::ptrdiff_t>(half));
+    s = write_entries(copy.at, lock, copy.entries, half, half);
     if (!s.ok()) return s;
-    s = lock.renew();
+    const int doubled_depth = DecodeDepthWord(copy.word).depth + 1;
+    s = swap_depth_word(sh, lock, &copy, doubled_depth);
     if (!s.ok()) return s;
-    word[0] = depth_word(sh, dc, dc.global_depth + 1);
-    s = in_.write(word, sh.directory, 8, Option::kSync);
-    if (!s.ok()) return s;
-    dc.entries.swap(doubled);
-    ++dc.global_depth;
+    dc.entries.swap(copy.entries);
+    dc.global_depth = doubled_depth;
+    dc.capacity_depth = copy.capacity_depth;
+    dc.entries_at = copy.at;
+    dc.depth_word = copy.word;
   }
   SplitPlan plan;
   plan.old_subtable = subtable;

@@ -66,6 +66,7 @@ struct DirectoryCache {
   int global_depth = -1;
   int capacity_depth = 0;
   GlobalAddress entries_at;  // where the entry array is
+  uint64_t depth_word = 0;   // the header word these were read with
   std::vector<uint64_t> entries;
   bool refreshing = false;
 };
@@ -282,11 +283,20 @@ class Ops {
   Status split_publish(int si, const Shard& sh, RemoteLock& lock, const SplitPlan& plan);
   Status write_entries(GlobalAddress at, RemoteLock& lock, const std::vector<uint64_t>& entries, size_t from,
                        size_t count);
+  // A splitter's own copy of the directory while it doubles it.
+  struct DirectoryCopy {
+    std::vector<uint64_t> entries;
+    GlobalAddress at;
+    int capacity_depth;
+    uint64_t word;  // the header's depth word as this splitter last saw it
+  };
   // Moves the directory's entries to an array 2^kDirectoryGrowthBits times
   // larger (the global depth has reached the array's capacity).
-  Status move_directory(int si, const Shard& sh, RemoteLock& lock);
-  // The header's depth word for the cached directory at `depth`.
-  uint64_t depth_word(const Shard& sh, const DirectoryCache& dc, int depth) const;
+  Status move_directory(const Shard& sh, RemoteLock& lock, DirectoryCopy* copy);
+  // Sets the header's depth word for `copy` at `depth` by CAS from the word
+  // the splitter last saw: a late write from a splitter whose lock was taken
+  // over cannot turn the directory back (kLockLost instead).
+  Status swap_depth_word(const Shard& sh, RemoteLock& lock, DirectoryCopy* copy, int depth);
   // Freezes every slot of `groups` groups read into `w` (at `offset`); on
   // return `w` holds the frozen values.
   Status freeze(const Shard& sh, RemoteLock& lock, uint64_t offset, uint64_t* w, uint64_t groups);

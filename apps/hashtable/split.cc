@@ -443,9 +443,15 @@ Status Ops::split_publish(int si, const Shard& sh, RemoteLock& lock, const Split
   if (!s.ok()) return s;
   DirectoryCache& dc = tc_.dirs[si];
   // Every entry of the old subtable (one in 2^depth) gets the new depth,
-  // half of them the new subtable; only those entries are written.
-  uint64_t* words = reinterpret_cast<uint64_t*>(tc_.split_buffer);
+  // half of them the new subtable; only those entries change, each by a CAS
+  // from the value just read. Nobody else writes entries while this client
+  // holds the lock, so a CAS that fails met a late write from a holder whose
+  // lock was taken over: this client stops (kLockLost) and leaves the intent
+  // for the next holder, who publishes from values it reads then.
+  uint64_t* results = reinterpret_cast<uint64_t*>(tc_.split_buffer + kResultsOffset);
+  uint64_t expected[kCasBatch];
   const size_t stride = size_t{1} << plan.depth;
+  const GlobalAddress at = dc.entries_at;
   std::vector<size_t> changed;
   for (size_t i = plan.suffix; i < dc.entries.size(); i += stride) changed.push_back(i);
   for (size_t i = 0; i < changed.size(); i += kCasBatch) {
@@ -454,12 +460,19 @@ Status Ops::split_publish(int si, const Shard& sh, RemoteLock& lock, const Split
     if (!s.ok()) return s;
     for (size_t k = 0; k < n; ++k) {
       const size_t e = changed[i + k];
-      dc.entries[e] = ((e >> plan.depth) & 1) ? EncodeDirEntry(plan.fresh, plan.new_depth())
-                                              : EncodeDirEntry(plan.old_subtable, plan.new_depth());
-      words[k] = dc.entries[e];
-      s = in_.write(&words[k], dc.entries_at + 8 * e, 8,
-                    k + 1 == n ? Option::kSync : Option::kNone);
+      const uint64_t desired = ((e >> plan.depth) & 1) ? EncodeDirEntry(plan.fresh, plan.new_depth())
+                                                        : EncodeDirEntry(plan.old_subtable, plan.new_depth());
+      expected[k] = dc.entries[e];
+      dc.entries[e] = desired;
+      s = in_.compare_and_swap(&results[k], at + 8 * e, expected[k], desired,
+                               k + 1 == n ? Option::kSync : Option::kNone);
       if (!s.ok()) return s;
+    }
+    for (size_t k = 0; k < n; ++k) {
+      if (results[k] != expected[k]) {
+        return Status::LockLost("hash table: an entry of the directory of memory node " + std::to_string(sh.node) +
+                                " changed under this splitter while it published a split");
+      }
     }
     FaultPoint("ht.split.publishing");
   }

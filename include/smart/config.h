@@ -104,7 +104,11 @@ struct SmartConfig {
 
 struct BackendConfig {
   std::string source;
-  std::string dev_dax_path;
+  // Where the pool lives: memfd (default), hugetlb, file:PATH or devdax:PATH
+  // (see smart/target/pool_backing.h). A file or devdax pool is reopened,
+  // with its named roots and allocation state, when the blade restarts.
+  std::string backing = "memfd";
+  std::string dev_dax_path;  // upstream's key: the same as backing devdax:PATH
   uint64_t capacity = 16000;  // MiB
   int tcp_port = 12345;
   int nic_numa_node = -1;     // -1: no pinning

@@ -12,6 +12,7 @@
 #include "smart/config/config_reader.h"
 #include "smart/logging.h"
 #include "smart/status.h"
+#include "smart/target/pool_backing.h"
 
 #ifndef SMART_SOURCE_DIR
 #define SMART_SOURCE_DIR ""
@@ -265,6 +266,15 @@ BackendConfig BackendConfig::Parse(const std::string& text, const std::string& s
   BackendConfig c;
   c.source = source;
   r.get_string("dev_dax_path", &c.dev_dax_path, false);
+  r.get_string("backing", &c.backing, false);
+  ParsePoolBacking(c.backing, source);
+  if (!c.dev_dax_path.empty()) {
+    if (c.backing != "memfd" && c.backing != "devdax:" + c.dev_dax_path) {
+      throw Error(source + ": keys \"dev_dax_path\" and \"backing\" disagree (\"" + c.dev_dax_path + "\" and \"" +
+                  c.backing + "\"); set only \"backing\"");
+    }
+    c.backing = "devdax:" + c.dev_dax_path;
+  }
   r.get_uint64("capacity", &c.capacity, true, 1, uint64_t{1} << 30);
   r.get_int("tcp_port", &c.tcp_port, true, 0, 65535);
   r.get_int("nic_numa_node", &c.nic_numa_node, false, -1, 4096);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -19,6 +20,7 @@ namespace smart {
 namespace {
 
 constexpr uint64_t kHugePage = uint64_t{2} << 20;
+constexpr uint64_t kHugetlbfsMagic = HUGETLBFS_MAGIC;
 constexpr const char* kFreeHugePages = "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages";
 
 uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
@@ -82,8 +84,13 @@ PoolMapping MapFile(const std::string& path, uint64_t bytes) {
   }
   m.fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (m.fd < 0) Fail("opening the pool file " + path, errno);
+  // A file maps in pages of the system page size, except on hugetlbfs, where
+  // the page is the file system's block size. (Elsewhere f_bsize is only the
+  // preferred I/O size: a network or 9p mount can report megabytes.)
   struct statfs fs {};
-  const uint64_t page = fstatfs(m.fd, &fs) == 0 && fs.f_bsize > 0 ? static_cast<uint64_t>(fs.f_bsize) : 4096;
+  const bool on_hugetlbfs = fstatfs(m.fd, &fs) == 0 && static_cast<uint64_t>(fs.f_type) == kHugetlbfsMagic;
+  const uint64_t page = on_hugetlbfs && fs.f_bsize > 0 ? static_cast<uint64_t>(fs.f_bsize)
+                                                       : static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   m.length = RoundUp(bytes, page);
   struct stat st {};
   if (fstat(m.fd, &st) != 0) {
@@ -105,7 +112,7 @@ PoolMapping MapFile(const std::string& path, uint64_t bytes) {
   } else if (size != m.length) {
     close(m.fd);
     throw Error("memory blade pool: the file " + path + " holds " + std::to_string(size) + " bytes (" + Mib(size) +
-                ") but \"capacity\" asks for " + Mib(m.length) + "; a pool reopens only with the capacity it was made "
+                ") but \"capacity\" asks for " + std::to_string(m.length) + " bytes (" + Mib(m.length) + "); a pool reopens only with the capacity it was made "
                 "with: set \"capacity\" to " + std::to_string(size >> 20) + ", or name a new file");
   }
   m.existing = size != 0;

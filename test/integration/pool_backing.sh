@@ -57,7 +57,7 @@ stop_blades
 sum=$(md5sum <"$POOL")
 expect_fail "a pool file of another capacity" "$SMART_BIN/hashtable_backend" --capacity 128 --backing "file:$POOL" \
   "$L/backend.backed.json"
-grep -q "holds 268435456 bytes (256 MiB) but \"capacity\" asks for 128 MiB" "$L/expect_fail.log" ||
+grep -q "holds 268435456 bytes (256 MiB) but \"capacity\" asks for 134217728 bytes (128 MiB)" "$L/expect_fail.log" ||
   fail "wrong-capacity message: $(cat "$L/expect_fail.log")"
 [[ $(md5sum <"$POOL") == "$sum" ]] || fail "the refused pool file was changed"
 head -c 1048576 /dev/urandom >"$L/junk.img"

@@ -165,8 +165,11 @@ struct DataStructureConfig {
   void ApplyEnvironment();
 };
 
-// Resolves a config file name: `env_var` if set, else config/<name> searched
-// relative to the working directory and the executable. Throws if none exists.
+// Resolves a config file name: `env_var` if set; else, first found,
+// config/<name> and ../config/<name> from the working directory,
+// config/<name> and share/smart/<name> beside the executable's directory (a
+// build tree's bin/, or an installed prefix), and the install prefix's
+// share/smart. Never the source tree. Throws, listing where it looked.
 std::string FindConfigFile(const std::string& name, const char* env_var);
 
 // Reads an environment variable; empty optional-like "" when unset.

@@ -14,8 +14,8 @@
 #include "smart/status.h"
 #include "smart/target/pool_backing.h"
 
-#ifndef SMART_SOURCE_DIR
-#define SMART_SOURCE_DIR ""
+#ifndef SMART_INSTALL_DATADIR
+#define SMART_INSTALL_DATADIR ""
 #endif
 
 namespace smart {
@@ -53,13 +53,15 @@ std::string FindConfigFile(const std::string& name, const char* env_var) {
     if (!FileExists(path)) throw Error(std::string(env_var) + " names \"" + path + "\", which does not exist");
     return path;
   }
+  // The working directory, then next to the program (a build tree's bin/,
+  // or an installed bin/ beside share/smart), then the install prefix.
   std::vector<std::string> candidates = {"config/" + name, "../config/" + name};
   const std::string exe = ExecutableDir();
   if (!exe.empty()) {
-    candidates.push_back(exe + "/../../config/" + name);
     candidates.push_back(exe + "/../config/" + name);
+    candidates.push_back(exe + "/../share/smart/" + name);
   }
-  if (std::string(SMART_SOURCE_DIR).size() > 0) candidates.push_back(std::string(SMART_SOURCE_DIR) + "/config/" + name);
+  if (std::string(SMART_INSTALL_DATADIR).size() > 0) candidates.push_back(std::string(SMART_INSTALL_DATADIR) + "/" + name);
   for (const std::string& c : candidates) {
     if (FileExists(c)) return c;
   }

@@ -8,7 +8,9 @@
 # shared queue pairs, two memory blades on two ports, huge pages, a memory
 # blade killed in the middle of a run, and the integration tests (ctest label
 # "integration") over verbs. Each step prints PASS or FAIL; the script exits
-# non-zero when any failed. Logs: $SOFTROCE_OUT/verbs/.
+# non-zero when any failed. Logs: $SOFTROCE_OUT/verbs/. SMART_VERBS_TESTS, a
+# ctest -R regex, narrows the integration step (pass it into the guest with
+# SOFTROCE_PASS_ENV=SMART_VERBS_TESTS).
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 SOURCE_DIR=$(cd "$here/../.." && pwd -P)
 BUILD_DIR=${1:?usage: verbs_tests.sh BUILD_DIR [STEP...]}
@@ -183,7 +185,8 @@ t_integration() {
     # knows under the label "integration", run with its own command and
     # environment (running ctest itself here would race the host's ctest
     # over the build tree's Testing/ directory).
-    ctest --test-dir "$BUILD_DIR" -L '^integration$' --show-only=json-v1 > "$WORK/integration.json" ||
+    ctest --test-dir "$BUILD_DIR" -L '^integration$' ${SMART_VERBS_TESTS:+-R "$SMART_VERBS_TESTS"} \
+        --show-only=json-v1 > "$WORK/integration.json" ||
         { echo "cannot list the integration tests"; return 1; }
     python3 - "$WORK/integration.json" > "$WORK/integration.list" <<'PY' || return 1
 import json, shlex, sys

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "smart/bench.h"
+#include "smart/command_line.h"
 #include "smart/initiator.h"
 #include "smart/logging.h"
 #include "smart/status.h"
@@ -214,7 +215,7 @@ int main(int argc, char** argv) {
   app.add_option("--duration", duration, "seconds to measure (default: the config's duration, else 15)");
   app.add_option("--type", type, "read, write, cas or faa")->check(CLI::IsMember({"read", "write", "cas", "faa"}));
   app.add_option("--block-size", block_size, "bytes per operation");
-  CLI11_PARSE(app, argc, argv);
+  SMART_PARSE_COMMAND_LINE(app, argc, argv);
   try {
     SmartConfig smart_config = SmartConfig::Load();
     TestRdmaConfig config = TestRdmaConfig::Load(config_path);

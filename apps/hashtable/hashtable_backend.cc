@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "smart/command_line.h"
 #include "smart/config.h"
 #include "smart/logging.h"
 #include "smart/target.h"
@@ -25,7 +26,7 @@ int main(int argc, char** argv) {
   app.add_option("--capacity", capacity, "MiB of memory to serve; overrides capacity")->check(CLI::Range(1, 1 << 30));
   std::string backing;
   app.add_option("--backing", backing, "where the pool lives: memfd, hugetlb, file:PATH or devdax:PATH; overrides backing");
-  CLI11_PARSE(app, argc, argv);
+  SMART_PARSE_COMMAND_LINE(app, argc, argv);
   try {
     InstallTerminationHandlers();
     SmartConfig smart_config = SmartConfig::Load();

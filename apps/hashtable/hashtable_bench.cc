@@ -17,6 +17,7 @@
 #include "hash_table.h"
 #include "layout.h"
 #include "smart/bench.h"
+#include "smart/command_line.h"
 #include "smart/initiator.h"
 #include "smart/logging.h"
 #include "smart/task.h"
@@ -142,12 +143,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-load", no_load, "skip loading (the keys are already in the table)");
   app.add_flag("--verify", verify, "values carry their key; every value read is checked, and a wrong one is a failure");
   app.add_flag("--quiet", quiet, "print only the result line");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
+  SMART_PARSE_COMMAND_LINE(app, argc, argv);
   YcsbOptions o;
   DataStructureConfig config;
   SmartConfig smart_config;

@@ -15,6 +15,7 @@
 #include "layout.h"
 #include "writer_log.h"
 #include "smart/bench.h"
+#include "smart/command_line.h"
 #include "smart/initiator.h"
 #include "smart/logging.h"
 #include "smart/task.h"
@@ -433,7 +434,7 @@ int main(int argc, char** argv) {
       {"insert", Insert}, {"update", Update}, {"delete", Delete}, {"verify", Verify},
       {"read", Read}, {"count", Count}, {"capacity", Capacity}, {"torn", Torn}, {"check-log", CheckLog}};
   for (auto& [name, fn] : commands) app.add_subcommand(name, "");
-  CLI11_PARSE(app, argc, argv);
+  SMART_PARSE_COMMAND_LINE(app, argc, argv);
   try {
     if (o.to < o.from) throw Error("--to must not be below --from");
     const std::string name = app.get_subcommands().front()->get_name();

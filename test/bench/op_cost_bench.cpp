@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "smart/bench.h"
+#include "smart/command_line.h"
 #include "smart/initiator.h"
 #include "smart/logging.h"
 #include "smart/task.h"
@@ -151,7 +152,7 @@ int main(int argc, char** argv) {
   int only_depth = 0;
   app.add_option("--profile-depth", only_depth,
                  "run only the initiator case at this depth and latency 0, once (for profilers)");
-  CLI11_PARSE(app, argc, argv);
+  SMART_PARSE_COMMAND_LINE(app, argc, argv);
   SetVerbose(false);
   try {
     BindCore(0);

@@ -26,6 +26,29 @@ bad --zipf 1.5 -- zipfian
 bad --no-such-flag -- no-such-flag
 pass "every bad argument was refused with exit 2 and named"
 
+# The other programs: a usage error exits 2 and names what was wrong; --help
+# exits 0 and lists the flags.
+usage_error() {
+  local word=$1
+  shift
+  set +e
+  "$@" >"$WORK_DIR/out" 2>&1
+  local status=$?
+  set -e
+  ((status == 2)) || { cat "$WORK_DIR/out" >&2; fail "'$*' exited $status, expected 2"; }
+  grep -q -- "$word" "$WORK_DIR/out" || { cat "$WORK_DIR/out" >&2; fail "'$*': the message does not name $word"; }
+}
+usage_error "--port" "$SMART_BIN/hashtable_backend" --port 70000
+usage_error "--bogus" "$SMART_BIN/hashtable_backend" --bogus
+usage_error "--server" "$SMART_BIN/hashtable_check" verify
+usage_error "--bogus" "$SMART_BIN/hashtable_check" --server 127.0.0.1:1 --bogus verify
+usage_error "--type" "$SMART_BIN/test_rdma" --type swap
+for program in hashtable_backend hashtable_bench hashtable_check test_rdma; do
+  "$SMART_BIN/$program" --help >"$WORK_DIR/out" 2>&1 || fail "$program --help exited $?"
+  grep -q -- "--help" "$WORK_DIR/out" || fail "$program --help lists no flags"
+done
+pass "hashtable_backend, hashtable_check and test_rdma refuse bad flags with exit 2 and name them; --help exits 0"
+
 out=$("$bench" 2 4 --no-load --max-key 10000 --duration 0.3 --dump-file "" --quiet)
 echo "$out"
 [[ $out =~ throughput\ =\ ([0-9.]+)\ M.*succeeded\ =\ ([0-9]+),\ not\ found\ =\ ([0-9]+),\ failed\ =\ ([0-9]+) ]] ||

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "smart/bench.h"
+#include "smart/command_line.h"
 #include "smart/initiator.h"
 #include "smart/remote_lock.h"
 #include "smart/status.h"
@@ -428,7 +429,7 @@ int main(int argc, char** argv) {
   }
   take->add_option("--expect", opts.expect_lock, "took-over or free")->check(CLI::IsMember({"took-over", "free"}));
   for (CLI::App* sub : {setup, counter, check, shadow, bad, hammer, hold, take}) add_common(sub);
-  CLI11_PARSE(app, argc, argv);
+  SMART_PARSE_COMMAND_LINE(app, argc, argv);
   try {
     if (*setup) return SetupCounter(opts);
     if (*counter) return Counter(opts);

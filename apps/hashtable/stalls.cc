@@ -10,19 +10,28 @@
 // operation takes the dead client's lock and finishes its split. The second
 // is reported: after retry_timeout_ns the operation fails with kTimedOut
 // and says what it kept meeting, instead of looping forever.
+#include "smart/fault_injection.h"
 #include "table_internal.h"
 
 namespace smart::hashtable {
 
 void RetryBound::next_slow() {
+  FaultPoint("ht.retry");
   const uint64_t now = MonotonicNs();
-  if (since_ns_ == 0) {
-    since_ns_ = now;
+  if (last_ns_ == 0) {
+    last_ns_ = now;
     return;
   }
+  // Only the time the operation spent retrying counts: a gap between two
+  // attempts counts for at most kCountedGapNs. A process that was stopped
+  // (SIGSTOP, a debugger) or descheduled for seconds meanwhile gets a fresh
+  // look at the table when it runs again, instead of giving up at once on
+  // slots that another client has long since unfrozen.
+  retrying_ns_ += std::min(now - last_ns_, kCountedGapNs);
+  last_ns_ = now;
   const TableOptions& options = ops_.options();
-  if (now - since_ns_ > options.retry_timeout_ns) {
-    status_ = Status::TimedOut("hash table: gave up after " + std::to_string((now - since_ns_) / 1000000) + " ms and " +
+  if (retrying_ns_ > options.retry_timeout_ns) {
+    status_ = Status::TimedOut("hash table: gave up after " + std::to_string(retrying_ns_ / 1000000) + " ms and " +
                                std::to_string(attempts_) + " attempts on memory node " + std::to_string(sh_.node) +
                                ": " + why +
                                " (no split under way could be finished; the table's remote memory may be corrupt)");

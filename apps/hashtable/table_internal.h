@@ -313,11 +313,14 @@ class Ops {
 // The first kQuietRetries attempts cost a counter. After that the bound
 // reads the clock on each attempt, lets the stalled operation help a split
 // whose client died (at most every lease.session_check_ns per thread), and
-// ends the loop with kTimedOut after options.retry_timeout_ns, naming the
+// ends the loop with kTimedOut after options.retry_timeout_ns of retrying
+// (time the process did not run, e.g. stopped, does not count), naming the
 // last obstacle the operation reported (why).
 class RetryBound {
  public:
   static constexpr uint64_t kQuietRetries = 64;
+  // The most one gap between attempts counts towards the timeout.
+  static constexpr uint64_t kCountedGapNs = 100000000;  // 0.1 s
   RetryBound(Ops& ops, int si, const HashTable::Shard& sh) : ops_(ops), si_(si), sh_(sh) {}
   bool more() const { return status_.ok(); }
   void next() {
@@ -334,7 +337,8 @@ class RetryBound {
   int si_;
   const HashTable::Shard& sh_;
   uint64_t attempts_ = 0;
-  uint64_t since_ns_ = 0;
+  uint64_t last_ns_ = 0;      // clock at the last attempt past kQuietRetries
+  uint64_t retrying_ns_ = 0;  // time counted against retry_timeout_ns
   Status status_;
 };
 

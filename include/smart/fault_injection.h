@@ -24,8 +24,9 @@
 //
 // Named points in the code (cheap when SMART_FAULTS is unset: one branch
 // on a flag): ht.split.locked, ht.split.frozen, ht.split.rewriting,
-// ht.split.publishing (SMART-HT's split, apps/hashtable/split.cc) and
-// ht.build.subtable (building the table, apps/hashtable/build.cc).
+// ht.split.publishing (SMART-HT's split, apps/hashtable/split.cc),
+// ht.build.subtable (building the table, apps/hashtable/build.cc) and
+// ht.retry (each retry of an operation past its first 64, stalls.cc).
 #pragma once
 
 #include <atomic>

@@ -5,10 +5,13 @@
 
 #include <random>
 #include <string>
+#include <thread>
+#include <chrono>
 
 #include "hash_table.h"
 #include "layout.h"
 #include "smart/bench.h"
+#include "smart/fault_injection.h"
 #include "smart/initiator.h"
 #include "smart/named_root.h"
 #include "smart/remote_lock.h"
@@ -177,6 +180,41 @@ TEST_F(HashTableFailureTest, RandomBytesInABlockEndInAnErrorNamingTheChecksum) {
   const Status s = table_->search("victim", &value);
   EXPECT_EQ(s.code(), Status::Code::kTimedOut) << s.ToString();
   EXPECT_NE(s.ToString().find("checksum"), std::string::npos) << s.ToString();
+}
+
+// A process that does not run for a while (stopped, in a debugger,
+// descheduled) in the middle of an operation's retries looks at the table
+// again when it runs: that time does not count against retry_timeout_ns.
+TEST_F(HashTableFailureTest, TimeTheProcessDidNotRunDoesNotCountAgainstTheRetryBound) {
+  Open();
+  ASSERT_TRUE(table_->insert("victim", "value").ok());
+  HashTable::Location where;
+  ASSERT_TRUE(table_->locate("victim", &where).ok());
+  // Freeze the key's slot, as a split under way does.
+  auto* word = static_cast<uint64_t*>(initiator_->alloc_cache(16));
+  ASSERT_TRUE(initiator_->read(word, where.slot, 8, Option::kSync).ok());
+  const uint64_t slot = word[0];
+  ASSERT_FALSE(SlotFrozen(slot));
+  word[0] = slot | kFrozenBit;
+  ASSERT_TRUE(initiator_->write(word, where.slot, 8, Option::kSync).ok());
+  // The update's tenth slow retry sleeps twice the retry bound (1 s), as a
+  // stopped process would; meanwhile another client unfreezes the slot.
+  InstallFaultRules(ParseFaultRules("delay=2000ms@point:ht.retry#10"));
+  std::thread thaw([&] {
+    auto other = Connect();
+    auto* buffer = static_cast<uint64_t*>(other->alloc_cache(16));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_TRUE(other->compare_and_swap(buffer, where.slot, slot | kFrozenBit, slot, Option::kSync).ok());
+    EXPECT_EQ(buffer[0], slot | kFrozenBit);
+    other->release_thread();
+  });
+  const Status s = table_->update("victim", "after");
+  thaw.join();
+  InstallFaultRules({});
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  std::string value;
+  ASSERT_TRUE(table_->search("victim", &value).ok());
+  EXPECT_EQ(value, "after");
 }
 
 // A reader that loaded a slot before the block was recycled reads the

@@ -206,7 +206,7 @@ PY
         name=${line%% *}
         count=$((count + 1))
         if (eval "set -- ${line#* }"; envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
-            cd "$BUILD_DIR" && timeout -k 5 300 env SMART_TEST_TRANSPORT=verbs "${envs[@]}" "$@") \
+            cd "$BUILD_DIR" && timeout -k 5 480 env SMART_TEST_TRANSPORT=verbs "${envs[@]}" "$@") \
             > "$LOG_DIR/$name.log" 2>&1; then
             echo "ok: $name over verbs ($(tail -n 1 "$LOG_DIR/$name.log"))"
         else

@@ -1,0 +1,263 @@
+// SMART-BT internals shared by the tree's rooms (not installed):
+//
+//   page.cc        page images: lines, headers, entries, split halves
+//   btree.cc       the public façade: per-thread contexts, BTree calls
+//   build.cc       building and opening the tree under the named root
+//   lock_table.cc  page locks: the remote lock table and HOCL
+//   index_cache.cc each thread's cache of level-1 pages
+//   lookup.cc      page reads, descent, search, speculative lookup, scan
+//   operations.cc  insert / update / upsert / read-modify-write / delete
+//   split.cc       leaf and internal splits, new roots
+#pragma once
+
+#include <atomic>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "btree.h"
+#include "page.h"
+#include "smart/block_pool.h"
+#include "smart/remote_lock.h"
+#include "smart/task.h"
+#include "smart/throttle.h"
+
+namespace smart::btree {
+
+constexpr char kRootName[] = "btree";
+constexpr uint64_t kMetaMagic = 0x534d4152542d4254ull;  // "SMART-BT"
+constexpr int kLockCount = 32768;
+constexpr int kMaxHandovers = 8;
+constexpr uint64_t kBlockArenaBytes = 256 * 1024;
+
+const Status& NotFoundStatus();
+
+// build.cc: opens (building where needed) the tree on blades 0..nodes-1;
+// fills each blade's lock table address and the root pointer word. Throws.
+void OpenTree(Initiator& in, int nodes, const LeaseOptions& lease, std::vector<GlobalAddress>* lock_tables,
+              GlobalAddress* root_word);
+
+// The per-blade meta block the named root "btree" points at.
+struct BTree::Meta {
+  uint64_t magic;
+  uint64_t lock_table;  // offset on this blade
+  uint64_t lock_count;
+  uint64_t root;        // blade 0: the root page (GlobalAddress raw); the root pointer word
+  uint64_t page_size;
+  uint64_t reserved[3];
+};
+static_assert(sizeof(BTree::Meta) == 64);
+constexpr size_t kRootWordOffset = 24;
+
+// HOCL: one local ticket lock per remote lock word, shared by the client's
+// threads. `next` hands out tickets, `serving` is the ticket whose turn it
+// is; the other fields belong to whoever holds the turn.
+struct LocalLock {
+  std::atomic<uint32_t> next{0};
+  std::atomic<uint32_t> serving{0};
+  uint32_t handovers = 0;   // hand-overs in a row without a remote release
+  uint64_t word = 0;        // the remote word while held remotely, else 0
+  uint64_t renewed_ns = 0;  // when the remote word was taken or renewed
+};
+
+struct BTree::LockTable {
+  LockTable(int nodes) : locks(static_cast<size_t>(nodes) * kLockCount) {}
+  LocalLock& at(node_t node, uint32_t index) { return locks[static_cast<size_t>(node) * kLockCount + index]; }
+  std::vector<LocalLock> locks;
+};
+
+// Index of the lock of `page` in its blade's lock table.
+inline uint32_t LockIndex(GlobalAddress page) {
+  uint64_t h = page.raw * 0x9e3779b97f4a7c15ull;
+  h ^= h >> 29;
+  return static_cast<uint32_t>(h % kLockCount);
+}
+
+// Each thread's cache of level-1 pages (the parents of leaves), keyed by
+// their lower fence; least recently used pages go first.
+class IndexCache {
+ public:
+  explicit IndexCache(size_t capacity) : capacity_(capacity) {}
+  // The leaf for `key` from a cached page covering it; *min_key names the
+  // page (for invalidate). False on a miss.
+  bool lookup(uint64_t key, GlobalAddress* leaf, uint64_t* min_key);
+  // Caches a copy of a consistent level-1 page image.
+  void insert(const char* page);
+  void invalidate(uint64_t min_key);
+  size_t size() const { return pages_.size(); }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  struct Entry {
+    std::unique_ptr<char[]> image;
+    PageHeader header;
+    std::list<uint64_t>::iterator lru;
+  };
+  size_t capacity_;
+  std::map<uint64_t, Entry> pages_;
+  std::list<uint64_t> lru_;  // most recent first
+};
+
+struct SpeculativeEntry {
+  uint64_t key = 0;
+  uint64_t page = ~uint64_t{0};  // GlobalAddress raw; all ones: empty
+  int line = 0;
+};
+
+struct TaskBuffers {
+  char* page = nullptr;       // kPageSize
+  char* right = nullptr;      // kPageSize: a split's new page, a new root
+  char* line = nullptr;       // kLineSize
+  char* block = nullptr;      // a value block read
+  char* new_block = nullptr;  // a value block to write
+  uint64_t* words = nullptr;  // 16 words: CAS results, lock scratch
+};
+
+struct BTree::ThreadContext {
+  explicit ThreadContext(const SmartConfig& config, size_t cache_pages) : backoff(config), cache(cache_pages) {}
+  Backoff backoff;
+  std::unique_ptr<BlockPool> blocks;
+  std::vector<TaskBuffers> tasks = std::vector<TaskBuffers>(kMaxTasksPerThread);
+  IndexCache cache;
+  std::vector<SpeculativeEntry> speculative;
+  size_t speculative_mask = 0;
+  std::vector<SessionId> sessions;  // this client's session per blade
+  GlobalAddress root;               // the root page as last read
+  uint32_t next_node = 0;           // round robin of new pages
+  TreeStats stats;
+};
+
+// The pages visited by a descent, per level (null: not visited).
+struct Path {
+  GlobalAddress at[kMaxLevel + 1];
+  GlobalAddress root;  // the root the descent started from
+  int root_level = -1;
+};
+
+// A page lock as its holder sees it.
+struct PageLock {
+  GlobalAddress page;
+  GlobalAddress word;
+  LocalLock* local = nullptr;  // HOCL entry, or nullptr
+  uint64_t value = 0;          // the held remote word
+  uint64_t renewed_ns = 0;     // when the word was taken or last renewed
+  bool held = false;
+};
+
+class Ops;
+
+// Bounds an operation's retries: after retry_timeout_ns of retrying it ends
+// with kTimedOut, naming the last obstacle (why).
+class RetryBound {
+ public:
+  explicit RetryBound(const TreeOptions& options) : options_(options) {}
+  // False once the bound is exceeded.
+  bool next() {
+    if (++attempts_ < 64) return true;
+    return next_slow();
+  }
+  Status status() const;
+  const char* why = "the operation kept retrying";
+
+ private:
+  bool next_slow();
+  const TreeOptions& options_;
+  uint64_t attempts_ = 0;
+  uint64_t since_ns_ = 0;
+};
+
+enum class WriteMode { kUpsert, kUpdate, kReadModifyWrite };
+
+class Ops {
+ public:
+  Ops(BTree& tree, BTree::ThreadContext& tc) : tree_(tree), in_(tree.initiator_), options_(tree.options_), tc_(tc) {}
+
+  Status task_buffers(TaskBuffers** out) {
+    TaskBuffers& tb = tc_.tasks[this_task::id()];
+    if (__builtin_expect(tb.page == nullptr, 0)) return alloc_task_buffers(tb, out);
+    *out = &tb;
+    return Status::OK();
+  }
+  BTree::ThreadContext& tc() { return tc_; }
+  const TreeOptions& options() const { return options_; }
+  // Posts what the task queued and waits (one round trip).
+  Status sync() {
+    ++tc_.stats.round_trips;
+    return in_.sync();
+  }
+
+  // ---- lookup.cc ----
+  // Reads a page and checks it, reading again while it is torn.
+  Status read_page(GlobalAddress page, char* buf);
+  // The root page (read from the root word when unknown or `refresh`).
+  Status root(bool refresh, GlobalAddress* out);
+  // Descends from the root to the page at `level` covering `key`; `buf`
+  // holds it (consistent). Records the path. kNotFound: the tree is lower
+  // than `level`.
+  Status descend(uint64_t key, int level, char* buf, Path* path, GlobalAddress* page);
+  // The leaf for `key`: from the index cache (then *cached is its page's
+  // min key and `buf` is not read) or by a descent (buf holds the leaf).
+  Status find_leaf(uint64_t key, char* buf, Path* path, GlobalAddress* leaf, bool* read, bool* from_cache,
+                   uint64_t* cached);
+  Status search(uint64_t key, std::string* value);
+  Status scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, std::string>>* out);
+  // The value of a leaf entry (reads its block); *torn when the block did
+  // not hold it (the leaf must be read again).
+  Status entry_value(const LeafEntry& e, TaskBuffers& tb, std::string* value, bool* torn);
+
+  // ---- operations.cc ----
+  Status write(uint64_t key, WriteMode mode, std::string_view value, const std::function<void(std::string*)>* modify);
+  Status remove(uint64_t key);
+
+  // ---- lock_table.cc ----
+  // Takes the page's lock and reads the page into `buf` (one doorbell with
+  // whatever the task queued; a hand-over costs the READ alone).
+  Status lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, RetryBound& bound, PageLock* lock);
+  // Writes `length` bytes of `src` to `dst` (if length > 0) and releases the
+  // lock, in one doorbell (or hands it to a local waiter after the write).
+  Status write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst, size_t length);
+  Status unlock(PageLock* lock) { return write_and_unlock(lock, nullptr, GlobalAddress(), 0); }
+
+  // ---- split.cc ----
+  // Splits the locked, full leaf `page` (image in tb.page) to make room for
+  // `entry`; unlocks it and inserts the separator into the parent.
+  Status split_leaf(PageLock* lock, TaskBuffers& tb, const LeafEntry& entry, Path* path, BackoffGuard& guard);
+  // Inserts (key -> child) into the page at `level` covering `key`, the
+  // parent of `left` (which just split).
+  Status insert_parent(int level, uint64_t key, GlobalAddress child, GlobalAddress left, Path* path,
+                       BackoffGuard& guard);
+  Status alloc_page(GlobalAddress* out);
+
+  // ---- value blocks (operations.cc) ----
+  Status alloc_block(node_t node, uint32_t units, Block* out);
+  void retire_block(const LeafEntry& e);
+
+  void speculative_put(uint64_t key, GlobalAddress page, int entry);
+  void speculative_erase(uint64_t key);
+
+ private:
+  Status alloc_task_buffers(TaskBuffers& tb, TaskBuffers** out);
+  Status internal_insert(GlobalAddress page, int level, uint64_t key, GlobalAddress child, Path* path,
+                         BackoffGuard& guard);
+  // After lock_and_read: the leaf for `key` is locked and its image in
+  // tb.page is consistent, else the lock is released and *leaf says where
+  // to try next (*again).
+  Status check_locked_leaf(uint64_t key, TaskBuffers& tb, PageLock* lock, Path* path, GlobalAddress* leaf,
+                           bool* from_cache, uint64_t cached, RetryBound& bound, bool* again);
+
+  BTree& tree_;
+  Initiator& in_;
+  const TreeOptions& options_;
+  BTree::ThreadContext& tc_;
+};
+
+inline uint64_t MixKey(uint64_t key) {
+  key ^= key >> 33;
+  key *= 0xff51afd7ed558ccdull;
+  key ^= key >> 33;
+  return key;
+}
+
+}  // namespace smart::btree

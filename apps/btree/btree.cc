@@ -51,7 +51,6 @@ BTree::BTree(Initiator& initiator, const SmartConfig& config, int nodes, const T
     }
   }
   OpenTree(initiator_, nodes_, options_.lease, &lock_tables_, &root_word_);
-  local_locks_ = std::make_unique<LockTable>(nodes_);
 }
 
 BTree::~BTree() = default;
@@ -84,6 +83,7 @@ BTree::ThreadContext& BTree::context_slow() {
     tc->speculative_mask = options_.speculative_cache_entries - 1;
   }
   for (int i = 0; i < nodes_; ++i) tc->sessions.push_back(initiator_.session(static_cast<node_t>(i)));
+  if (options_.hocl) tc->local_locks.resize(static_cast<size_t>(nodes_) * kLockCount);
   // Threads start placing new pages on different blades.
   tc->next_node = static_cast<uint32_t>(id);
   return *tc;
@@ -91,6 +91,8 @@ BTree::ThreadContext& BTree::context_slow() {
 
 Status BTree::search(uint64_t key, std::string* value) {
   ThreadContext& tc = context();
+  // The speculative entry is a likely cache miss: start loading it now.
+  if (!tc.speculative.empty()) __builtin_prefetch(&tc.speculative[MixKey(key) & tc.speculative_mask]);
   ++tc.stats.operations;
   Ops ops(*this, tc);
   return ops.search(key, value);

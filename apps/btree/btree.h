@@ -36,12 +36,13 @@
 namespace smart::btree {
 
 struct TreeOptions {
-  // Hierarchical on-chip lock: a local ticket lock in front of every remote
-  // lock, handing the remote lock over to a local waiter up to 8 times.
+  // Hierarchical lock (HOCL): a local lock per thread in front of every
+  // remote lock; the remote lock passes to a local waiter up to 8 times in
+  // a row without a release and a CAS.
   bool hocl = true;
   bool speculative_lookup = false;
   // Entries of each thread's speculative-lookup cache (power of two).
-  size_t speculative_cache_entries = size_t{1} << 16;
+  size_t speculative_cache_entries = size_t{1} << 18;
   // Level-1 pages each thread's index cache holds at most (0: no cache).
   size_t index_cache_pages = 4096;
   // A retired value block is reused only after this long.
@@ -106,7 +107,6 @@ class BTree {
 
   struct Meta;
   struct ThreadContext;
-  struct LockTable;
 
  private:
   friend class Ops;
@@ -120,7 +120,6 @@ class BTree {
   const int nodes_;
   std::vector<GlobalAddress> lock_tables_;  // per node
   GlobalAddress root_word_;                 // the root pointer, on node 0
-  std::unique_ptr<LockTable> local_locks_;
   std::mutex contexts_mutex_;
   std::unique_ptr<ThreadContext> contexts_[kMaxThreads];
 };

@@ -1,9 +1,10 @@
 // SMART-BT page locks: a global lock table in every memory blade's memory,
 // one 8-byte word per hash of a page address, holding the framework's lock
 // word (owner session, thread, task, lease: include/smart/remote_lock.h), and
-// HOCL in front of it: a local ticket lock per word, so that the client's
-// own tasks queue locally and the remote word is handed from one local
-// holder to the next (at most kMaxHandovers times in a row) without a CAS.
+// HOCL in front of it: a local lock per word in each thread, so that the
+// thread's tasks queue locally (parked, in FIFO order) and the remote word
+// is handed from one local holder to the next (at most kMaxHandovers times
+// in a row) without a release and a CAS.
 //
 // Round trips: taking a free lock is one doorbell holding the CAS and the
 // page READ; releasing it is one doorbell holding the write-back and the
@@ -14,8 +15,6 @@
 // session close, or the word stood still for a lease); the waiter takes the
 // word over by CAS from exactly the value it saw. Every page write is one
 // work request of a whole page or line, so there is nothing to finish.
-#include <immintrin.h>
-
 #include "smart/fault_injection.h"
 #include "tree_internal.h"
 
@@ -23,14 +22,38 @@ namespace smart::btree {
 
 namespace {
 
-void WaitTurn(LocalLock* local, uint32_t ticket) {
-  while (local->serving.load(std::memory_order_acquire) != ticket) {
-    if (this_task::in_task()) {
-      this_task::yield();
-    } else {
-      _mm_pause();
-    }
+// Waits for the turn on `local` (the calling thread's). False outside a
+// task when another context of the thread holds it (it could never pass).
+bool TakeTurn(BTree::ThreadContext& tc, LocalLock* local) {
+  if (!local->held) {
+    local->held = true;
+    return true;
   }
+  const int task = this_task::id();
+  if (task == 0) return false;
+  tc.next_waiter[task] = -1;
+  tc.granted[task] = false;
+  if (local->tail < 0) {
+    local->head = static_cast<int16_t>(task);
+  } else {
+    tc.next_waiter[local->tail] = static_cast<int16_t>(task);
+  }
+  local->tail = static_cast<int16_t>(task);
+  while (!tc.granted[task]) this_task::wait();
+  return true;
+}
+
+// Passes the turn to the first waiter, or frees it.
+void PassTurn(BTree::ThreadContext& tc, LocalLock* local) {
+  const int next = local->head;
+  if (next < 0) {
+    local->held = false;
+    return;
+  }
+  local->head = tc.next_waiter[next];
+  if (local->head < 0) local->tail = -1;
+  tc.granted[next] = true;
+  this_task::notify(next);
 }
 
 }  // namespace
@@ -42,9 +65,10 @@ Status Ops::lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, Re
   lock->local = nullptr;
   lock->held = false;
   if (options_.hocl) {
-    LocalLock* local = &tree_.local_locks_->at(node, LockIndex(page));
-    const uint32_t ticket = local->next.fetch_add(1, std::memory_order_relaxed);
-    WaitTurn(local, ticket);
+    LocalLock* local = &tc_.local_lock(node, LockIndex(page));
+    if (!TakeTurn(tc_, local)) {
+      return Status::Internal("B+tree: a page lock is held by this thread outside a task and asked for again");
+    }
     lock->local = local;
     if (local->word != 0) {
       // Handed over: the remote word is ours already.
@@ -62,7 +86,7 @@ Status Ops::lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, Re
   Status s = task_buffers(&tb);
   if (!s.ok()) return s;
   auto give_up_local = [&] {
-    if (lock->local != nullptr) lock->local->serving.fetch_add(1, std::memory_order_release);
+    if (lock->local != nullptr) PassTurn(tc_, lock->local);
     lock->local = nullptr;
   };
   LockOwner owner;
@@ -139,7 +163,7 @@ Status Ops::write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst,
       if (local != nullptr) {
         local->word = 0;
         local->handovers = 0;
-        local->serving.fetch_add(1, std::memory_order_release);
+        PassTurn(tc_, local);
       }
       return s;
     }
@@ -151,9 +175,7 @@ Status Ops::write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst,
     }
   }
   if (local != nullptr) {
-    const uint32_t serving = local->serving.load(std::memory_order_relaxed);
-    const bool waiters = local->next.load(std::memory_order_relaxed) != serving + 1;
-    if (waiters && local->handovers < static_cast<uint32_t>(kMaxHandovers)) {
+    if (local->head >= 0 && local->handovers < kMaxHandovers) {
       if (length > 0) {
         s = in_.write(src, dst, length, Option::kNone);
         if (s.ok()) s = sync();
@@ -166,7 +188,7 @@ Status Ops::write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst,
         local->word = 0;
         local->handovers = 0;
       }
-      local->serving.fetch_add(1, std::memory_order_release);
+      PassTurn(tc_, local);
       return s;
     }
   }
@@ -180,7 +202,7 @@ Status Ops::write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst,
   if (local != nullptr) {
     local->word = 0;
     local->handovers = 0;
-    local->serving.fetch_add(1, std::memory_order_release);
+    PassTurn(tc_, local);
   }
   return s;
 }

@@ -157,14 +157,13 @@ void Ops::speculative_put(uint64_t key, GlobalAddress page, int entry) {
   if (tc_.speculative.empty()) return;
   SpeculativeEntry& e = tc_.speculative[MixKey(key) & tc_.speculative_mask];
   e.key = key;
-  e.page = page.raw;
-  e.line = EntryLine(entry);
+  e.place = page.raw | static_cast<uint64_t>(EntryLine(entry));
 }
 
 void Ops::speculative_erase(uint64_t key) {
   if (tc_.speculative.empty()) return;
   SpeculativeEntry& e = tc_.speculative[MixKey(key) & tc_.speculative_mask];
-  if (e.key == key) e.page = ~uint64_t{0};
+  if (e.key == key) e.place = 0;
 }
 
 Status Ops::search(uint64_t key, std::string* value) {
@@ -173,9 +172,8 @@ Status Ops::search(uint64_t key, std::string* value) {
   if (!s.ok()) return s;
   if (!tc_.speculative.empty()) {
     SpeculativeEntry& e = tc_.speculative[MixKey(key) & tc_.speculative_mask];
-    if (e.key == key && e.page != ~uint64_t{0}) {
-      const GlobalAddress page(e.page);
-      s = in_.read(tb->line, page + kLineSize * static_cast<uint64_t>(e.line), kLineSize, Option::kNone);
+    if (e.key == key && e.place != 0) {
+      s = in_.read(tb->line, e.page() + kLineSize * static_cast<uint64_t>(e.line()), kLineSize, Option::kNone);
       if (s.ok()) s = sync();
       if (!s.ok()) return s;
       if (LineIntact(tb->line) && (LineVersion(tb->line) & kLeafVersionFlag)) {
@@ -196,7 +194,7 @@ Status Ops::search(uint64_t key, std::string* value) {
         }
       }
       ++tc_.stats.speculative_misses;
-      e.page = ~uint64_t{0};
+      e.place = 0;
     }
   }
   RetryBound bound(options_);

@@ -51,21 +51,19 @@ struct BTree::Meta {
 static_assert(sizeof(BTree::Meta) == 64);
 constexpr size_t kRootWordOffset = 24;
 
-// HOCL: one local ticket lock per remote lock word, shared by the client's
-// threads. `next` hands out tickets, `serving` is the ticket whose turn it
-// is; the other fields belong to whoever holds the turn.
+// HOCL, per thread: one local lock per remote lock word. The tasks of a
+// thread queue on it in FIFO order and park (no spinning); the holder passes
+// its turn, and with it the remote word, to the next local waiter. Threads
+// of one client meet at the remote word like separate clients: a thread's
+// state is its own, so the data path takes no atomics and no thread waits
+// for another's tasks.
 struct LocalLock {
-  std::atomic<uint32_t> next{0};
-  std::atomic<uint32_t> serving{0};
-  uint32_t handovers = 0;   // hand-overs in a row without a remote release
+  bool held = false;        // a task of this thread has the turn
+  uint8_t handovers = 0;    // hand-overs in a row without a remote release
+  int16_t head = -1;        // waiting tasks, FIFO through ThreadContext::next_waiter
+  int16_t tail = -1;
   uint64_t word = 0;        // the remote word while held remotely, else 0
   uint64_t renewed_ns = 0;  // when the remote word was taken or renewed
-};
-
-struct BTree::LockTable {
-  LockTable(int nodes) : locks(static_cast<size_t>(nodes) * kLockCount) {}
-  LocalLock& at(node_t node, uint32_t index) { return locks[static_cast<size_t>(node) * kLockCount + index]; }
-  std::vector<LocalLock> locks;
 };
 
 // Index of the lock of `page` in its blade's lock table.
@@ -100,10 +98,13 @@ class IndexCache {
   std::list<uint64_t> lru_;  // most recent first
 };
 
+// A key's place as a successful search found it: the leaf's address with
+// the entry's line (1..15) in the low bits (pages are 1024-byte aligned).
 struct SpeculativeEntry {
   uint64_t key = 0;
-  uint64_t page = ~uint64_t{0};  // GlobalAddress raw; all ones: empty
-  int line = 0;
+  uint64_t place = 0;  // 0: empty
+  GlobalAddress page() const { return GlobalAddress(place & ~uint64_t{kPageSize - 1}); }
+  int line() const { return static_cast<int>(place & (kPageSize - 1)); }
 };
 
 struct TaskBuffers {
@@ -127,6 +128,12 @@ struct BTree::ThreadContext {
   GlobalAddress root;               // the root page as last read
   uint32_t next_node = 0;           // round robin of new pages
   TreeStats stats;
+  // HOCL (lock_table.cc): per blade, kLockCount local locks; per task, the
+  // next waiter in its queue and whether its turn came.
+  std::vector<LocalLock> local_locks;
+  int16_t next_waiter[kMaxTasksPerThread];
+  bool granted[kMaxTasksPerThread];
+  LocalLock& local_lock(node_t node, uint32_t index) { return local_locks[static_cast<size_t>(node) * kLockCount + index]; }
 };
 
 // The pages visited by a descent, per level (null: not visited).

@@ -6,3 +6,12 @@ add_executable(btree_unit_tests
 target_link_libraries(btree_unit_tests PRIVATE smart_btree GTest::gtest GTest::gtest_main)
 target_include_directories(btree_unit_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit)
 gtest_discover_tests(btree_unit_tests PROPERTIES LABELS unit TIMEOUT 120)
+
+foreach(name writers structure)
+  add_test(NAME integration.btree_${name}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/btree_${name}.sh)
+  set_tests_properties(integration.btree_${name} PROPERTIES
+    LABELS integration
+    TIMEOUT 180
+    ENVIRONMENT "SMART_BIN=${CMAKE_BINARY_DIR}/bin;SMART_SOURCE=${PROJECT_SOURCE_DIR}")
+endforeach()

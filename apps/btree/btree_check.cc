@@ -44,7 +44,7 @@ struct Options {
   bool allow_missing = false;
   bool short_values = false;
   bool even_stable = false;
-  std::string parity = "all";  // insert: all ids, or only the even or odd ones
+  std::string parity = "all";  // insert, check-log: all ids, or only the even or odd ones
   int min_height = 0;
   uint64_t lease_ms = 2000;
   uint64_t retry_timeout_ms = 10000;
@@ -52,6 +52,11 @@ struct Options {
 };
 
 uint64_t Key(uint64_t id) { return id * kKeyStride; }
+
+// The ids a command with --parity works on.
+bool OfParity(const Options& o, uint64_t id) {
+  return o.parity == "all" || (o.parity == "even") == (id % 2 == 0);
+}
 
 std::string Value(const Options& o, int writer, uint64_t id, uint64_t seq) {
   if (o.short_values) {
@@ -181,7 +186,7 @@ int Insert(Checker& c, const Options& o) {
     wl::WriterLog log;
     for (int round = 1; round <= o.rounds && !c.failed(); ++round) {
       for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
-        if ((o.parity == "even" && id % 2 != 0) || (o.parity == "odd" && id % 2 == 0)) continue;
+        if (!OfParity(o, id)) continue;
         const uint64_t seq = static_cast<uint64_t>(round - 1);
         const uint64_t start = NowNs();
         Status s = c.tree().insert(Key(id), Value(o, o.writer, id, seq));
@@ -252,6 +257,7 @@ int CheckLog(Checker& c, const Options& o) {
   c.run([&](int, uint64_t first, uint64_t step) {
     std::string value;
     for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
+      if (!OfParity(o, id)) continue;
       auto it = writes.find(id);
       Status s = c.tree().search(Key(id), &value);
       if (it == writes.end()) {
@@ -469,7 +475,7 @@ int main(int argc, char** argv) {
   app.add_flag("--allow-missing", o.allow_missing, "a key may be missing (deleted concurrently)");
   app.add_flag("--short-values", o.short_values, "8-byte values, inline in the leaves");
   app.add_flag("--even-stable", o.even_stable, "even ids stay present: delete and --absent skip them, scans must see them");
-  app.add_option("--parity", o.parity, "insert: all ids, or only the even or the odd ones")
+  app.add_option("--parity", o.parity, "insert, check-log: all ids, or only the even or the odd ones")
       ->check(CLI::IsMember({"all", "even", "odd"}));
   app.add_option("--min-height", o.min_height, "check-log: levels the tree must have at least");
   app.add_option("--lease-ms", o.lease_ms, "lease of the page locks and build claim (ms)")->check(CLI::Range(1, 3600000));

@@ -51,6 +51,7 @@ BTree::BTree(Initiator& initiator, const SmartConfig& config, int nodes, const T
     }
   }
   OpenTree(initiator_, nodes_, options_.lease, &lock_tables_, &root_word_);
+  if (options_.hocl) local_locks_ = std::make_unique<LocalLocks>(nodes_);
 }
 
 BTree::~BTree() = default;
@@ -83,7 +84,7 @@ BTree::ThreadContext& BTree::context_slow() {
     tc->speculative_mask = options_.speculative_cache_entries - 1;
   }
   for (int i = 0; i < nodes_; ++i) tc->sessions.push_back(initiator_.session(static_cast<node_t>(i)));
-  if (options_.hocl) tc->local_locks.resize(static_cast<size_t>(nodes_) * kLockCount);
+  if (local_locks_) tc->waker.mailbox = &local_locks_->mailboxes[id];
   // Threads start placing new pages on different blades.
   tc->next_node = static_cast<uint32_t>(id);
   return *tc;

@@ -36,7 +36,7 @@
 namespace smart::btree {
 
 struct TreeOptions {
-  // Hierarchical lock (HOCL): a local lock per thread in front of every
+  // Hierarchical lock (HOCL): a local lock of this client in front of every
   // remote lock; the remote lock passes to a local waiter up to 8 times in
   // a row without a release and a CAS.
   bool hocl = true;
@@ -107,6 +107,7 @@ class BTree {
 
   struct Meta;
   struct ThreadContext;
+  struct LocalLocks;
 
  private:
   friend class Ops;
@@ -120,6 +121,7 @@ class BTree {
   const int nodes_;
   std::vector<GlobalAddress> lock_tables_;  // per node
   GlobalAddress root_word_;                 // the root pointer, on node 0
+  std::unique_ptr<LocalLocks> local_locks_; // HOCL
   std::mutex contexts_mutex_;
   std::unique_ptr<ThreadContext> contexts_[kMaxThreads];
 };

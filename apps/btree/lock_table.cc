@@ -1,10 +1,10 @@
 // SMART-BT page locks: a global lock table in every memory blade's memory,
 // one 8-byte word per hash of a page address, holding the framework's lock
 // word (owner session, thread, task, lease: include/smart/remote_lock.h), and
-// HOCL in front of it: a local lock per word in each thread, so that the
-// thread's tasks queue locally (parked, in FIFO order) and the remote word
-// is handed from one local holder to the next (at most kMaxHandovers times
-// in a row) without a release and a CAS.
+// HOCL in front of it: a local lock per word shared by the client's
+// threads, so that its tasks queue locally (parked, in FIFO order) and the
+// remote word is handed from one local holder to the next (at most
+// kMaxHandovers times in a row) without a release and a CAS.
 //
 // Round trips: taking a free lock is one doorbell holding the CAS and the
 // page READ; releasing it is one doorbell holding the write-back and the
@@ -15,6 +15,8 @@
 // session close, or the word stood still for a lease); the waiter takes the
 // word over by CAS from exactly the value it saw. Every page write is one
 // work request of a whole page or line, so there is nothing to finish.
+#include <immintrin.h>
+
 #include "smart/fault_injection.h"
 #include "tree_internal.h"
 
@@ -22,41 +24,94 @@ namespace smart::btree {
 
 namespace {
 
-// Waits for the turn on `local` (the calling thread's). False outside a
-// task when another context of the thread holds it (it could never pass).
-bool TakeTurn(BTree::ThreadContext& tc, LocalLock* local) {
-  if (!local->held) {
-    local->held = true;
-    return true;
+class GuardLock {
+ public:
+  explicit GuardLock(LocalLock* local) : local_(local) {
+    while (local_->guard.exchange(true, std::memory_order_acquire)) _mm_pause();
   }
+  ~GuardLock() { local_->guard.store(false, std::memory_order_release); }
+
+ private:
+  LocalLock* local_;
+};
+
+// Waits for the turn on `local`, parked (inside a task) or spinning
+// (outside one, where nothing else of the thread runs).
+void TakeTurn(BTree::LocalLocks& all, BTree::ThreadContext& tc, LocalLock* local) {
   const int task = this_task::id();
-  if (task == 0) return false;
-  tc.next_waiter[task] = -1;
-  tc.granted[task] = false;
-  if (local->tail < 0) {
-    local->head = static_cast<int16_t>(task);
-  } else {
-    tc.next_waiter[local->tail] = static_cast<int16_t>(task);
+  const int me = ThreadId() * kMaxTasksPerThread + task;
+  {
+    GuardLock g(local);
+    if (!local->held) {
+      local->held = true;
+      return;
+    }
+    all.granted[me].store(false, std::memory_order_relaxed);
+    all.next[me] = -1;
+    if (local->tail < 0) {
+      local->head = me;
+    } else {
+      all.next[local->tail] = me;
+    }
+    local->tail = me;
   }
-  local->tail = static_cast<int16_t>(task);
-  while (!tc.granted[task]) this_task::wait();
-  return true;
+  if (task == 0) {
+    while (!all.granted[me].load(std::memory_order_acquire)) _mm_pause();
+    return;
+  }
+  TaskPool* pool = TaskPool::Current();
+  if (tc.waker.pool_serial != pool->serial()) {
+    pool->attach_poller(&tc.waker);
+    tc.waker.pool_serial = pool->serial();
+  }
+  ++tc.waker.parked;
+  while (!all.granted[me].load(std::memory_order_acquire)) this_task::wait();
+  --tc.waker.parked;
+}
+
+bool HasWaiters(LocalLock* local) {
+  GuardLock g(local);
+  return local->head >= 0;
 }
 
 // Passes the turn to the first waiter, or frees it.
-void PassTurn(BTree::ThreadContext& tc, LocalLock* local) {
-  const int next = local->head;
-  if (next < 0) {
-    local->held = false;
-    return;
+void PassTurn(BTree::LocalLocks& all, LocalLock* local) {
+  int next;
+  {
+    GuardLock g(local);
+    next = local->head;
+    if (next < 0) {
+      local->held = false;
+      return;
+    }
+    local->head = all.next[next];
+    if (local->head < 0) local->tail = -1;
   }
-  local->head = tc.next_waiter[next];
-  if (local->head < 0) local->tail = -1;
-  tc.granted[next] = true;
-  this_task::notify(next);
+  all.granted[next].store(true, std::memory_order_release);
+  const int thread = next / kMaxTasksPerThread, task = next % kMaxTasksPerThread;
+  if (thread == ThreadId()) {
+    this_task::notify(task);
+  } else {
+    all.mailboxes[thread].bits[task / 64].fetch_or(uint64_t{1} << (task % 64), std::memory_order_release);
+  }
 }
 
 }  // namespace
+
+int LockWaker::poll() {
+  int woken = 0;
+  if (mailbox == nullptr) return 0;
+  for (auto& word : mailbox->bits) {
+    if (word.load(std::memory_order_relaxed) == 0) continue;
+    uint64_t bits = word.exchange(0, std::memory_order_acquire);
+    while (bits != 0) {
+      this_task::notify(64 * static_cast<int>(&word - mailbox->bits) + __builtin_ctzll(bits));
+      bits &= bits - 1;
+      ++woken;
+    }
+  }
+  return woken;
+}
 
 Status Ops::lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, RetryBound& bound, PageLock* lock) {
   const node_t node = static_cast<node_t>(page.node);
@@ -65,10 +120,8 @@ Status Ops::lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, Re
   lock->local = nullptr;
   lock->held = false;
   if (options_.hocl) {
-    LocalLock* local = &tc_.local_lock(node, LockIndex(page));
-    if (!TakeTurn(tc_, local)) {
-      return Status::Internal("B+tree: a page lock is held by this thread outside a task and asked for again");
-    }
+    LocalLock* local = &tree_.local_locks_->at(node, LockIndex(page));
+    TakeTurn(*tree_.local_locks_, tc_, local);
     lock->local = local;
     if (local->word != 0) {
       // Handed over: the remote word is ours already.
@@ -86,7 +139,7 @@ Status Ops::lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, Re
   Status s = task_buffers(&tb);
   if (!s.ok()) return s;
   auto give_up_local = [&] {
-    if (lock->local != nullptr) PassTurn(tc_, lock->local);
+    if (lock->local != nullptr) PassTurn(*tree_.local_locks_, lock->local);
     lock->local = nullptr;
   };
   LockOwner owner;
@@ -127,7 +180,15 @@ Status Ops::lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, Re
       give_up_local();
       return bound.status();
     }
-    guard.retry_task();
+    if (lock->local != nullptr) {
+      // HOCL already queues this client's tasks: the one task that asks
+      // the blade retries at once (counted, not suspended), as upstream's
+      // HOCL does; an exponential backoff here only stalls the queue.
+      guard.retry_task(false);
+      this_task::yield();
+    } else {
+      guard.retry_task();
+    }
   }
   lock->value = mine;
   lock->held = true;
@@ -163,7 +224,7 @@ Status Ops::write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst,
       if (local != nullptr) {
         local->word = 0;
         local->handovers = 0;
-        PassTurn(tc_, local);
+        PassTurn(*tree_.local_locks_, local);
       }
       return s;
     }
@@ -175,7 +236,7 @@ Status Ops::write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst,
     }
   }
   if (local != nullptr) {
-    if (local->head >= 0 && local->handovers < kMaxHandovers) {
+    if (local->handovers < kMaxHandovers && HasWaiters(local)) {
       if (length > 0) {
         s = in_.write(src, dst, length, Option::kNone);
         if (s.ok()) s = sync();
@@ -188,7 +249,7 @@ Status Ops::write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst,
         local->word = 0;
         local->handovers = 0;
       }
-      PassTurn(tc_, local);
+      PassTurn(*tree_.local_locks_, local);
       return s;
     }
   }
@@ -202,7 +263,7 @@ Status Ops::write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst,
   if (local != nullptr) {
     local->word = 0;
     local->handovers = 0;
-    PassTurn(tc_, local);
+    PassTurn(*tree_.local_locks_, local);
   }
   return s;
 }

@@ -51,19 +51,54 @@ struct BTree::Meta {
 static_assert(sizeof(BTree::Meta) == 64);
 constexpr size_t kRootWordOffset = 24;
 
-// HOCL, per thread: one local lock per remote lock word. The tasks of a
-// thread queue on it in FIFO order and park (no spinning); the holder passes
-// its turn, and with it the remote word, to the next local waiter. Threads
-// of one client meet at the remote word like separate clients: a thread's
-// state is its own, so the data path takes no atomics and no thread waits
-// for another's tasks.
+// HOCL: one local lock per remote lock word, shared by the client's
+// threads: a FIFO queue of the tasks that want the word. The holder passes
+// its turn, and with it the remote word, to the first waiter. Waiters park;
+// a waiter of another thread is woken through that thread's mailbox, which
+// its scheduler drains (LockWaker). The fields after `guard` belong to the
+// task whose turn it is, except the queue, which `guard` protects.
 struct LocalLock {
-  bool held = false;        // a task of this thread has the turn
+  std::atomic<bool> guard{false};
+  bool held = false;        // some task has the turn
   uint8_t handovers = 0;    // hand-overs in a row without a remote release
-  int16_t head = -1;        // waiting tasks, FIFO through ThreadContext::next_waiter
-  int16_t tail = -1;
+  int32_t head = -1;        // waiting tasks (thread * kMaxTasksPerThread + task)
+  int32_t tail = -1;
   uint64_t word = 0;        // the remote word while held remotely, else 0
   uint64_t renewed_ns = 0;  // when the remote word was taken or renewed
+};
+
+// Tasks of one thread woken from other threads: one bit per task.
+struct alignas(64) LockMailbox {
+  std::atomic<uint64_t> bits[kMaxTasksPerThread / 64];
+};
+
+struct BTree::LocalLocks {
+  explicit LocalLocks(int nodes)
+      : locks(new LocalLock[static_cast<size_t>(nodes) * kLockCount]),
+        next(new int32_t[kMaxThreads * kMaxTasksPerThread]),
+        granted(new std::atomic<bool>[kMaxThreads * kMaxTasksPerThread]),
+        mailboxes(new LockMailbox[kMaxThreads]) {
+    for (int i = 0; i < kMaxThreads * kMaxTasksPerThread; ++i) granted[i].store(false, std::memory_order_relaxed);
+    for (int i = 0; i < kMaxThreads; ++i) {
+      for (auto& b : mailboxes[i].bits) b.store(0, std::memory_order_relaxed);
+    }
+  }
+  LocalLock& at(node_t node, uint32_t index) { return locks[static_cast<size_t>(node) * kLockCount + index]; }
+  std::unique_ptr<LocalLock[]> locks;
+  std::unique_ptr<int32_t[]> next;                // queue links, per waiter
+  std::unique_ptr<std::atomic<bool>[]> granted;  // per waiter: its turn came
+  std::unique_ptr<LockMailbox[]> mailboxes;       // per thread
+};
+
+// Drains the calling thread's mailbox between scheduler rounds, and tells
+// the scheduler that parked lock waiters can still be woken.
+class LockWaker : public CompletionPoller {
+ public:
+  int poll() override;
+  bool pending() const override { return parked > 0; }
+  LockMailbox* mailbox = nullptr;
+  int parked = 0;
+  uint64_t pool_serial = 0;  // the pool it is attached to
 };
 
 // Index of the lock of `page` in its blade's lock table.
@@ -128,12 +163,7 @@ struct BTree::ThreadContext {
   GlobalAddress root;               // the root page as last read
   uint32_t next_node = 0;           // round robin of new pages
   TreeStats stats;
-  // HOCL (lock_table.cc): per blade, kLockCount local locks; per task, the
-  // next waiter in its queue and whether its turn came.
-  std::vector<LocalLock> local_locks;
-  int16_t next_waiter[kMaxTasksPerThread];
-  bool granted[kMaxTasksPerThread];
-  LocalLock& local_lock(node_t node, uint32_t index) { return local_locks[static_cast<size_t>(node) * kLockCount + index]; }
+  LockWaker waker;  // HOCL wake-ups from other threads (lock_table.cc)
 };
 
 // The pages visited by a descent, per level (null: not visited).

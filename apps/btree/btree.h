@@ -42,7 +42,7 @@ struct TreeOptions {
   bool hocl = true;
   bool speculative_lookup = false;
   // Entries of each thread's speculative-lookup cache (power of two).
-  size_t speculative_cache_entries = size_t{1} << 18;
+  size_t speculative_cache_entries = size_t{1} << 20;
   // Level-1 pages each thread's index cache holds at most (0: no cache).
   size_t index_cache_pages = 4096;
   // A retired value block is reused only after this long.

@@ -9,19 +9,30 @@
 // Bounded: at most `capacity` pages; the least recently used one is evicted
 // when a new one comes in (any capacity, including 1, is correct; 0 turns
 // the cache off).
+#include <algorithm>
+
 #include "tree_internal.h"
 
 namespace smart::btree {
 
+size_t IndexCache::position(uint64_t min) const {
+  return static_cast<size_t>(std::lower_bound(mins_.begin(), mins_.end(), min) - mins_.begin());
+}
+
+void IndexCache::erase_at(size_t i) {
+  lru_.erase(entries_[i]->lru);
+  mins_.erase(mins_.begin() + static_cast<std::ptrdiff_t>(i));
+  entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
 bool IndexCache::lookup(uint64_t key, GlobalAddress* leaf, uint64_t* min_key) {
-  if (pages_.empty()) return false;
-  auto it = pages_.upper_bound(key);
-  if (it == pages_.begin()) return false;
-  --it;
-  Entry& e = it->second;
+  // The last cached page whose lower fence is at or below the key.
+  const size_t i = static_cast<size_t>(std::upper_bound(mins_.begin(), mins_.end(), key) - mins_.begin());
+  if (i == 0) return false;
+  Entry& e = *entries_[i - 1];
   if (!e.header.covers(key)) return false;
-  *leaf = InternalChild(e.image.get(), e.header, key);
-  *min_key = it->first;
+  *leaf = InternalChild(e.image, e.header, key);
+  *min_key = mins_[i - 1];
   if (e.lru != lru_.begin()) lru_.splice(lru_.begin(), lru_, e.lru);
   return true;
 }
@@ -29,32 +40,37 @@ bool IndexCache::lookup(uint64_t key, GlobalAddress* leaf, uint64_t* min_key) {
 void IndexCache::insert(const char* page) {
   if (capacity_ == 0) return;
   const PageHeader h = DecodeHeader(page);
-  auto it = pages_.find(h.min);
-  if (it != pages_.end()) {
+  size_t i = position(h.min);
+  if (i < mins_.size() && mins_[i] == h.min) {
     // A newer copy of the same page (same lower fence).
-    memcpy(it->second.image.get(), page, kPageSize);
-    it->second.header = h;
-    lru_.splice(lru_.begin(), lru_, it->second.lru);
+    Entry& e = *entries_[i];
+    memcpy(e.image, page, kPageSize);
+    e.header = h;
+    lru_.splice(lru_.begin(), lru_, e.lru);
     return;
   }
-  while (pages_.size() >= capacity_) {
-    pages_.erase(lru_.back());
+  std::unique_ptr<Entry> fresh;
+  while (mins_.size() >= capacity_) {
+    // Evict the least recently used page (its memory is reused).
+    const size_t v = position(lru_.back()->header.min);
     lru_.pop_back();
+    fresh = std::move(entries_[v]);
+    mins_.erase(mins_.begin() + static_cast<std::ptrdiff_t>(v));
+    entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(v));
   }
-  Entry e;
-  e.image.reset(new char[kPageSize]);
-  memcpy(e.image.get(), page, kPageSize);
-  e.header = h;
-  lru_.push_front(h.min);
-  e.lru = lru_.begin();
-  pages_.emplace(h.min, std::move(e));
+  if (!fresh) fresh = std::make_unique<Entry>();
+  memcpy(fresh->image, page, kPageSize);
+  fresh->header = h;
+  lru_.push_front(fresh.get());
+  fresh->lru = lru_.begin();
+  i = position(h.min);
+  mins_.insert(mins_.begin() + static_cast<std::ptrdiff_t>(i), h.min);
+  entries_.insert(entries_.begin() + static_cast<std::ptrdiff_t>(i), std::move(fresh));
 }
 
 void IndexCache::invalidate(uint64_t min_key) {
-  auto it = pages_.find(min_key);
-  if (it == pages_.end()) return;
-  lru_.erase(it->second.lru);
-  pages_.erase(it);
+  const size_t i = position(min_key);
+  if (i < mins_.size() && mins_[i] == min_key) erase_at(i);
 }
 
 }  // namespace smart::btree

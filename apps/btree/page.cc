@@ -8,10 +8,46 @@
 
 namespace smart::btree {
 
+namespace {
+
+// CRC-32C of bytes 4..63 of each of `n` (1..4) lines at once: four
+// independent chains of the CRC instruction hide its latency, so a page
+// check costs about a quarter of 16 sequential CRCs. Same values as
+// smart::Crc32c.
+__attribute__((target("sse4.2"))) void LineCrcsSse42(const char* const* lines, int n, uint32_t* out) {
+  uint64_t c[4] = {0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu};
+  uint32_t head[4];
+  for (int k = 0; k < n; ++k) memcpy(&head[k], lines[k] + 4, 4);
+  for (int k = 0; k < n; ++k) c[k] = __builtin_ia32_crc32si(static_cast<uint32_t>(c[k]), head[k]);
+  for (size_t off = 8; off < kLineSize; off += 8) {
+    for (int k = 0; k < n; ++k) c[k] = __builtin_ia32_crc32di(c[k], Load64(lines[k] + off));
+  }
+  for (int k = 0; k < n; ++k) out[k] = ~static_cast<uint32_t>(c[k]);
+}
+
+void LineCrcs(const char* const* lines, int n, uint32_t* out) {
+  static const bool sse42 = Crc32cHasSse42();
+  if (sse42) {
+    LineCrcsSse42(lines, n, out);
+  } else {
+    for (int k = 0; k < n; ++k) out[k] = Crc32c(lines[k] + 4, kLineSize - 4);
+  }
+}
+
+uint32_t StoredCrc(const char* line) {
+  uint32_t crc;
+  memcpy(&crc, line, 4);
+  return crc;
+}
+
+}  // namespace
+
 void SealLine(char* page, int line, uint32_t tagged_version) {
   char* l = page + kLineSize * static_cast<size_t>(line);
   memcpy(l + 4, &tagged_version, 4);
-  const uint32_t crc = Crc32c(l + 4, kLineSize - 4);
+  const char* lines[1] = {l};
+  uint32_t crc;
+  LineCrcs(lines, 1, &crc);
   memcpy(l, &crc, 4);
 }
 
@@ -20,9 +56,10 @@ void SealPage(char* page, uint32_t tagged_version) {
 }
 
 bool LineIntact(const char* line) {
+  const char* lines[1] = {line};
   uint32_t crc;
-  memcpy(&crc, line, 4);
-  return Crc32c(line + 4, kLineSize - 4) == crc;
+  LineCrcs(lines, 1, &crc);
+  return crc == StoredCrc(line);
 }
 
 bool PageConsistent(const char* page) {
@@ -30,9 +67,17 @@ bool PageConsistent(const char* page) {
   uint32_t magic;
   memcpy(&magic, page + kMagicOffset, 4);
   if (magic != kPageMagic) return false;
-  for (int i = 0; i < kLinesPerPage; ++i) {
-    const char* l = page + kLineSize * static_cast<size_t>(i);
-    if (LineVersion(l) != version || !LineIntact(l)) return false;
+  for (int i = 0; i < kLinesPerPage; i += 4) {
+    const char* lines[4];
+    for (int k = 0; k < 4; ++k) {
+      lines[k] = page + kLineSize * static_cast<size_t>(i + k);
+      if (LineVersion(lines[k]) != version) return false;
+    }
+    uint32_t crcs[4];
+    LineCrcs(lines, 4, crcs);
+    for (int k = 0; k < 4; ++k) {
+      if (crcs[k] != StoredCrc(lines[k])) return false;
+    }
   }
   return true;
 }

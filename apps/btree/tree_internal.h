@@ -109,7 +109,8 @@ inline uint32_t LockIndex(GlobalAddress page) {
 }
 
 // Each thread's cache of level-1 pages (the parents of leaves), keyed by
-// their lower fence; least recently used pages go first.
+// their lower fence in a sorted array (a lookup is a binary search over
+// contiguous keys); least recently used pages go first.
 class IndexCache {
  public:
   explicit IndexCache(size_t capacity) : capacity_(capacity) {}
@@ -119,18 +120,23 @@ class IndexCache {
   // Caches a copy of a consistent level-1 page image.
   void insert(const char* page);
   void invalidate(uint64_t min_key);
-  size_t size() const { return pages_.size(); }
+  size_t size() const { return mins_.size(); }
   size_t capacity() const { return capacity_; }
 
  private:
   struct Entry {
-    std::unique_ptr<char[]> image;
+    char image[kPageSize];
     PageHeader header;
-    std::list<uint64_t>::iterator lru;
+    std::list<Entry*>::iterator lru;
   };
+  // Position of `min` in mins_ (or where it would go).
+  size_t position(uint64_t min) const;
+  void erase_at(size_t i);
+
   size_t capacity_;
-  std::map<uint64_t, Entry> pages_;
-  std::list<uint64_t> lru_;  // most recent first
+  std::vector<uint64_t> mins_;                   // sorted lower fences
+  std::vector<std::unique_ptr<Entry>> entries_;  // entries_[i] has mins_[i]
+  std::list<Entry*> lru_;                        // most recent first
 };
 
 // A key's place as a successful search found it: the leaf's address with

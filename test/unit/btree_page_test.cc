@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "page.h"
+#include "tree_internal.h"
+#include "smart/crc32c.h"
 
 namespace smart::btree {
 namespace {
@@ -90,6 +92,18 @@ TEST(BTreePage, EveryTornLineIsDetected) {
   // Zeroed memory is not a page.
   PageImage zero{};
   EXPECT_FALSE(PageConsistent(zero.data()));
+}
+
+TEST(BTreePage, LineCrcIsTheFrameworksCrc32c) {
+  PageImage p;
+  for (size_t i = 0; i < kPageSize; ++i) p.bytes[i] = static_cast<char>(i * 131 + 7);
+  SealPage(p.data(), TaggedVersion(3, false));
+  for (int line = 0; line < kLinesPerPage; ++line) {
+    const char* l = p.data() + kLineSize * static_cast<size_t>(line);
+    uint32_t stored;
+    memcpy(&stored, l, 4);
+    EXPECT_EQ(stored, Crc32c(l + 4, kLineSize - 4)) << line;
+  }
 }
 
 TEST(BTreePage, LeafEntriesAreFoundFreedAndReused) {
@@ -212,6 +226,45 @@ TEST(BTreePage, ValueBlocksDetectTearsAndReuse) {
   EXPECT_FALSE(DecodeBlock(block, units, 42, 4, &out));  // reused since
   block[100] ^= 1;
   EXPECT_FALSE(DecodeBlock(block, units, 42, 3, &out));  // torn
+}
+
+TEST(BTreeIndexCache, EvictsTheLeastRecentlyUsedAndInvalidates) {
+  // Three level-1 pages: [0,100) [100,200) [200,inf), each with children
+  // at offset (key / 10) * 1024 for separators 10, 20, ...
+  PageImage pages[3];
+  for (int i = 0; i < 3; ++i) {
+    PageHeader h = Header(100 * static_cast<uint64_t>(i), 100 * static_cast<uint64_t>(i + 1), i == 2, 1);
+    h.leftmost = GlobalAddress(0, static_cast<uint64_t>(i) * 10 * 1024);
+    std::vector<InternalEntry> entries;
+    for (uint64_t k = 100 * static_cast<uint64_t>(i) + 10; k < 100 * static_cast<uint64_t>(i + 1); k += 10) {
+      entries.push_back(InternalEntry{k, GlobalAddress(0, (k / 10) * 1024)});
+    }
+    BuildInternal(pages[i].data(), h, entries.data(), static_cast<int>(entries.size()));
+  }
+  IndexCache cache(2);
+  GlobalAddress leaf;
+  uint64_t min = 0;
+  EXPECT_FALSE(cache.lookup(5, &leaf, &min));
+  cache.insert(pages[0].data());
+  cache.insert(pages[1].data());
+  ASSERT_TRUE(cache.lookup(155, &leaf, &min));
+  EXPECT_EQ(leaf, GlobalAddress(0, 15 * 1024));
+  EXPECT_EQ(min, 100u);
+  ASSERT_TRUE(cache.lookup(5, &leaf, &min));  // page 0 is now the most recent
+  EXPECT_EQ(leaf, GlobalAddress(0, 0));
+  cache.insert(pages[2].data());  // evicts page 1
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_FALSE(cache.lookup(155, &leaf, &min));
+  ASSERT_TRUE(cache.lookup(UINT64_MAX, &leaf, &min));
+  EXPECT_EQ(leaf, GlobalAddress(0, 29 * 1024));
+  ASSERT_TRUE(cache.lookup(99, &leaf, &min));
+  EXPECT_EQ(leaf, GlobalAddress(0, 9 * 1024));
+  cache.invalidate(0);
+  EXPECT_FALSE(cache.lookup(99, &leaf, &min));
+  EXPECT_EQ(cache.size(), 1u);
+  IndexCache off(0);
+  off.insert(pages[0].data());
+  EXPECT_FALSE(off.lookup(5, &leaf, &min));
 }
 
 }  // namespace

@@ -214,6 +214,7 @@ TreeStats BTree::stats() const {
     t.internal_splits += s.internal_splits;
     t.root_changes += s.root_changes;
     t.moved_right += s.moved_right;
+    t.links_checked += s.links_checked;
     t.cache_hits += s.cache_hits;
     t.cache_invalidations += s.cache_invalidations;
     t.speculative_hits += s.speculative_hits;

@@ -67,6 +67,7 @@ struct TreeStats {
   uint64_t internal_splits = 0;
   uint64_t root_changes = 0;      // new roots this client installed
   uint64_t moved_right = 0;       // sibling hops after a page's fence
+  uint64_t links_checked = 0;     // separators of moved-right leaves a writer made sure of
   uint64_t cache_hits = 0;        // index-cache hits
   uint64_t cache_invalidations = 0;
   uint64_t speculative_hits = 0;

@@ -143,9 +143,9 @@ class Checker {
     const btree::TreeStats s = tree_->stats();
     printf("btree_check %s: ok (torn reads %" PRIu64 ", leaf splits %" PRIu64 ", internal splits %" PRIu64
            ", new roots %" PRIu64 ", lock retries %" PRIu64 ", take-overs %" PRIu64 ", hand-overs %" PRIu64
-           ", moved right %" PRIu64 ")\n",
+           ", links checked %" PRIu64 ", moved right %" PRIu64 ")\n",
            what.c_str(), s.torn_reads, s.leaf_splits, s.internal_splits, s.root_changes, s.lock_retries,
-           s.lock_takeovers, s.handovers, s.moved_right);
+           s.lock_takeovers, s.handovers, s.links_checked, s.moved_right);
     return 0;
   }
 

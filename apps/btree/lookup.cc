@@ -94,6 +94,9 @@ Status Ops::descend(uint64_t key, int level, char* buf, Path* path, GlobalAddres
       }
       if (h.right_of(key)) {
         ++tc_.stats.moved_right;
+        if (h.level > 0 && path->internal_link.left.is_null()) {
+          path->internal_link = MissingLink{addr, h.max, h.sibling, h.level};
+        }
         addr = h.sibling;
         continue;
       }

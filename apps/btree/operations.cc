@@ -26,7 +26,7 @@ void Ops::retire_block(const LeafEntry& e) {
 }
 
 Status Ops::check_locked_leaf(uint64_t key, TaskBuffers& tb, PageLock* lock, Path* path, GlobalAddress* leaf,
-                              bool* from_cache, uint64_t cached, RetryBound& bound, bool* again) {
+                              bool* from_cache, uint64_t cached, RetryBound& bound, bool* again, MissingLink* link) {
   *again = true;
   if (!PageConsistent(tb.page)) {
     // Under the lock a page is torn only while a write of a previous holder
@@ -50,6 +50,7 @@ Status Ops::check_locked_leaf(uint64_t key, TaskBuffers& tb, PageLock* lock, Pat
     }
     if (h.is_leaf() && h.right_of(key)) {
       ++tc_.stats.moved_right;
+      if (link->left.is_null()) *link = MissingLink{lock->page, h.max, h.sibling, 0};
       *leaf = h.sibling;
       return Status::OK();
     }
@@ -76,6 +77,7 @@ Status Ops::write(uint64_t key, WriteMode mode, std::string_view value,
   GlobalAddress leaf;
   bool read = false, from_cache = false;
   uint64_t cached = 0;
+  MissingLink link;
   s = find_leaf(key, tb->page, &path, &leaf, &read, &from_cache, &cached);
   if (!s.ok()) return s;
 
@@ -108,7 +110,7 @@ Status Ops::write(uint64_t key, WriteMode mode, std::string_view value,
       return s;
     }
     bool again = false;
-    s = check_locked_leaf(key, *tb, &lock, &path, &leaf, &from_cache, cached, bound, &again);
+    s = check_locked_leaf(key, *tb, &lock, &path, &leaf, &from_cache, cached, bound, &again, &link);
     if (!s.ok()) {
       drop_block();
       return s;
@@ -153,7 +155,9 @@ Status Ops::write(uint64_t key, WriteMode mode, std::string_view value,
     if (slot < 0) {
       have_block = false;  // published by the split
       speculative_erase(key);
-      return split_leaf(&lock, *tb, entry, &path, guard);
+      s = split_leaf(&lock, *tb, entry, &path, guard);
+      if (s.ok()) repair_links(link, &path, guard);
+      return s;
     }
     WriteLeafEntry(tb->page, slot, entry);
     const int line = EntryLine(slot);
@@ -166,7 +170,22 @@ Status Ops::write(uint64_t key, WriteMode mode, std::string_view value,
     }
     retire_block(old);
     if (options_.speculative_lookup) speculative_put(key, leaf, slot);
+    repair_links(link, &path, guard);
     return Status::OK();
+  }
+}
+
+void Ops::repair_links(const MissingLink& link, Path* path, BackoffGuard& guard) {
+  // Usually the splitter adds the separator itself a moment later; adding
+  // it too is harmless (an internal insert of a present separator with the
+  // same child writes nothing). When the splitter died, this completes its
+  // split. Errors are left for the next writer that moves right there.
+  const MissingLink internal = path->internal_link;
+  for (const MissingLink* l : {&link, &internal}) {
+    if (l->left.is_null()) continue;
+    ++tc_.stats.links_checked;
+    Status s = insert_parent(l->level + 1, l->key, l->right, l->left, path, guard);
+    (void)s;
   }
 }
 
@@ -181,6 +200,7 @@ Status Ops::remove(uint64_t key) {
   GlobalAddress leaf;
   bool read = false, from_cache = false;
   uint64_t cached = 0;
+  MissingLink link;
   s = find_leaf(key, tb->page, &path, &leaf, &read, &from_cache, &cached);
   if (!s.ok()) return s;
   for (;;) {
@@ -188,7 +208,7 @@ Status Ops::remove(uint64_t key) {
     s = lock_and_read(leaf, tb->page, guard, bound, &lock);
     if (!s.ok()) return s;
     bool again = false;
-    s = check_locked_leaf(key, *tb, &lock, &path, &leaf, &from_cache, cached, bound, &again);
+    s = check_locked_leaf(key, *tb, &lock, &path, &leaf, &from_cache, cached, bound, &again, &link);
     if (!s.ok()) return s;
     if (again) continue;
     FaultPoint("bt.leaf.locked");
@@ -205,6 +225,7 @@ Status Ops::remove(uint64_t key) {
     s = write_and_unlock(&lock, tb->page + at, leaf + at, kLineSize);
     if (!s.ok()) return s;
     retire_block(old);
+    repair_links(link, &path, guard);
     return Status::OK();
   }
 }

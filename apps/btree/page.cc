@@ -165,6 +165,21 @@ GlobalAddress InternalChild(const char* page, const PageHeader& h, uint64_t key)
   return lo == 0 ? h.leftmost : GlobalAddress(Load64(page + EntryOffset(lo - 1) + 8));
 }
 
+int FindInternalKey(const char* page, const PageHeader& h, uint64_t key) {
+  int lo = 0, hi = std::min<int>(h.count, kPageEntries);
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    const uint64_t k = Load64(page + EntryOffset(mid));
+    if (k == key) return mid;
+    if (k < key) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return -1;
+}
+
 void InitPage(char* page, const PageHeader& h) {
   memset(page, 0, kPageSize);
   EncodeHeader(h, page);

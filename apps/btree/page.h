@@ -161,6 +161,8 @@ inline void WriteInternalEntry(char* page, int e, const InternalEntry& entry) {
   Store64(p, entry.key);
   Store64(p + 8, entry.child.raw);
 }
+// Index of the internal entry whose key is `key`, or -1.
+int FindInternalKey(const char* page, const PageHeader& h, uint64_t key);
 // The child of an internal page that covers `key` (within the fences).
 GlobalAddress InternalChild(const char* page, const PageHeader& h, uint64_t key);
 

@@ -13,7 +13,16 @@
 // New root: when P was the root, a new internal page (leftmost P, one entry
 // for N) is written and installed with one CAS on the root pointer. A CAS
 // that fails means another client installed a root first; the separator
-// then goes into the page at the parent level found by a new descent.
+// then goes into the page at the parent level found by a new descent. A
+// client that needs a level above a root that split but has no new root
+// (its splitter died) installs that root itself.
+//
+// Unfinished splits: a writer that had to move right from leaf P to its
+// sibling makes sure the parent holds (P.max -> sibling) once its own write
+// is done (repair_links, operations.cc; likewise for an internal page a
+// descent moved right from); an internal insert of a separator
+// already present writes nothing, so this costs a lock and a read when the
+// splitter was merely slower.
 #include "smart/fault_injection.h"
 #include "tree_internal.h"
 
@@ -99,11 +108,18 @@ Status Ops::insert_parent(int level, uint64_t key, GlobalAddress child, GlobalAd
       }
       s = descend(key, level, tb->page, path, &parent);
       if (s.code() == Status::Code::kNotFound) {
-        // The root is still below `level` and is not `left`: a root split
-        // whose new root is not installed yet. Wait for it.
+        // The root is still below `level` and is not `left`: the root split
+        // and its new root is not installed, because its splitter is about
+        // to or died before. Install it (a CAS decides between the two).
+        s = read_page(root_page, tb->page);
+        if (!s.ok()) return s;
+        const PageHeader rh = DecodeHeader(tb->page);
+        if (!rh.sibling.is_null() && !rh.unbounded && rh.level + 1 == level) {
+          s = insert_parent(level, rh.max, rh.sibling, root_page, path, guard);
+          if (!s.ok()) return s;
+        }
         bound.why = "the tree's new root does not appear";
         if (!bound.next()) return bound.status();
-        guard.retry_task();
         continue;
       }
       if (!s.ok()) return s;
@@ -146,6 +162,11 @@ Status Ops::internal_insert(GlobalAddress page, int level, uint64_t key, GlobalA
       ++tc_.stats.moved_right;
       page = h.sibling;
       continue;
+    }
+    const int present = FindInternalKey(tb->page, h, key);
+    if (present >= 0 && ReadInternalEntry(tb->page, present).child == child) {
+      // Already there (a repeated separator insert): nothing to write.
+      return unlock(&lock);
     }
     if (InsertInternal(tb->page, key, child)) {
       SealPage(tb->page, TaggedVersion(h.version + 1, false));

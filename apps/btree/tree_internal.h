@@ -172,11 +172,21 @@ struct BTree::ThreadContext {
   LockWaker waker;  // HOCL wake-ups from other threads (lock_table.cc)
 };
 
+// A page whose fence sent a descent or a writer right: (left.max ->
+// right) is a separator the level above should hold.
+struct MissingLink {
+  GlobalAddress left;
+  uint64_t key = 0;
+  GlobalAddress right;
+  int level = 0;  // of left and right
+};
+
 // The pages visited by a descent, per level (null: not visited).
 struct Path {
   GlobalAddress at[kMaxLevel + 1];
   GlobalAddress root;  // the root the descent started from
   int root_level = -1;
+  MissingLink internal_link;  // the first internal page the descent moved right from
 };
 
 // A page lock as its holder sees it.
@@ -212,6 +222,7 @@ class RetryBound {
 };
 
 enum class WriteMode { kUpsert, kUpdate, kReadModifyWrite };
+
 
 class Ops {
  public:
@@ -288,7 +299,11 @@ class Ops {
   // tb.page is consistent, else the lock is released and *leaf says where
   // to try next (*again).
   Status check_locked_leaf(uint64_t key, TaskBuffers& tb, PageLock* lock, Path* path, GlobalAddress* leaf,
-                           bool* from_cache, uint64_t cached, RetryBound& bound, bool* again);
+                           bool* from_cache, uint64_t cached, RetryBound& bound, bool* again, MissingLink* link);
+  // After a write whose way moved right past `link`, or past the first
+  // internal page of path->internal_link: makes sure the level above holds
+  // the separator (a splitter may have died before adding it).
+  void repair_links(const MissingLink& link, Path* path, BackoffGuard& guard);
 
   BTree& tree_;
   Initiator& in_;

@@ -5,7 +5,8 @@
 # must go on (a killed holder's lock is taken over when the blade sees its
 # session close, a stopped one's after the lease), a stopped client that
 # resumes must not undo their work, and the final tree must hold exactly the
-# acknowledged writes (writers' logs) with a well-formed leaf level.
+# acknowledged writes (writers' logs) with a well-formed leaf level, whose
+# separators are all in place again (a fresh reader never moves right).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/btree_lib.sh"
 L=$WORK_DIR
@@ -64,7 +65,11 @@ run_case() {
     fi
     [[ -f $L/victim.log ]] && logs+=(--log "$L/victim.log")
   fi
-  check check-log --from 0 --to "$to" --writers 3 --min-height 2 "${LEASE[@]}" "${logs[@]}" >/dev/null
+  check check-log --from 0 --to "$to" --writers 3 --min-height 2 "${LEASE[@]}" "${logs[@]}" >"$L/final.out"
+  # Splits the victim left unfinished were completed: a fresh client finds
+  # every key without a sibling hop.
+  grep -q "moved right 0)" "$L/final.out" ||
+    { cat "$L/final.out" >&2; fail "$rule: a split the victim left is still unfinished"; }
   stop_blades
   pass "$rule: the others went on; every acknowledged insert is there, once, in a well-formed tree"
 }
@@ -79,3 +84,4 @@ run_case kill 'kill@point:bt.root.written#1' 3000
 run_case kill 'kill@point:bt.split.internal.sibling_written#1' 8000
 run_case stop 'stop@point:bt.split.internal.sibling_written#1' 8000
 run_case kill 'kill@point:bt.split.internal.linked#1' 8000
+run_case kill 'kill@point:bt.split.internal.linked#3' 20000

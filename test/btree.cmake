@@ -7,7 +7,7 @@ target_link_libraries(btree_unit_tests PRIVATE smart_btree GTest::gtest GTest::g
 target_include_directories(btree_unit_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit)
 gtest_discover_tests(btree_unit_tests PROPERTIES LABELS unit TIMEOUT 120)
 
-foreach(name writers structure faults)
+foreach(name writers structure faults bench)
   add_test(NAME integration.btree_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/btree_${name}.sh)
   set_tests_properties(integration.btree_${name} PROPERTIES

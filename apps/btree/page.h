@@ -113,7 +113,7 @@ struct LeafEntry {
   uint16_t meta = 0;
   bool valid() const { return meta & kMetaValid; }
   bool in_block() const { return meta & kMetaInBlock; }
-  size_t inline_length() const { return meta & 0xf; }
+  size_t inline_length() const { return (meta & 0xf) < kInlineValueBytes ? (meta & 0xf) : kInlineValueBytes; }
   uint8_t block_tag() const { return meta & 0xf; }
   uint32_t block_units() const { return (meta >> 4) & 0x3f; }
 };

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "page.h"
@@ -130,6 +131,16 @@ TEST(BTreePage, LeafEntriesAreFoundFreedAndReused) {
   EXPECT_EQ(b.block_units(), 3u);
   EXPECT_EQ(b.block_tag(), 5);
   EXPECT_EQ(GlobalAddress(b.value), GlobalAddress(1, 64 * 1000));
+}
+
+TEST(BTreePage, AnInlineLengthAboveEightBytesNeverReadsPastTheValue) {
+  // The 4-bit length field can say up to 15; the value word holds 8.
+  LeafEntry e = InlineEntry(5, "abcdefgh");
+  for (uint16_t length = 0; length <= 0xf; ++length) {
+    e.meta = static_cast<uint16_t>(kMetaValid | length);
+    EXPECT_EQ(e.inline_length(), std::min<size_t>(length, kInlineValueBytes)) << length;
+    EXPECT_EQ(InlineValue(e, &e.value), std::string("abcdefgh").substr(0, std::min<size_t>(length, 8))) << length;
+  }
 }
 
 TEST(BTreePage, LeafSplitKeepsEveryKeyOnceInOrderAndLinksTheSibling) {

@@ -28,6 +28,9 @@ void Ops::retire_block(const LeafEntry& e) {
 Status Ops::check_locked_leaf(uint64_t key, TaskBuffers& tb, PageLock* lock, Path* path, GlobalAddress* leaf,
                               bool* from_cache, uint64_t cached, RetryBound& bound, bool* again, MissingLink* link) {
   *again = true;
+  // Only a way read from the remote tree says something about the parent:
+  // a cached level-1 page is merely older than the separators it lacks.
+  const bool fresh_way = !*from_cache;
   if (!PageConsistent(tb.page)) {
     // Under the lock a page is torn only while a write of a previous holder
     // (one that was slower than its lease) is still landing.
@@ -50,7 +53,7 @@ Status Ops::check_locked_leaf(uint64_t key, TaskBuffers& tb, PageLock* lock, Pat
     }
     if (h.is_leaf() && h.right_of(key)) {
       ++tc_.stats.moved_right;
-      if (link->left.is_null()) *link = MissingLink{lock->page, h.max, h.sibling, 0};
+      if (fresh_way && link->left.is_null()) *link = MissingLink{lock->page, h.max, h.sibling, 0};
       *leaf = h.sibling;
       return Status::OK();
     }

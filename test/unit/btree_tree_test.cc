@@ -221,6 +221,26 @@ TEST_F(BTreeTest, ConcurrentUpdatesAndReadModifyWritesEndExact) {
   EXPECT_FALSE(bad.load());
 }
 
+TEST_F(BTreeTest, WithoutHoclEveryTaskTakesTheRemoteLockAndUpdatesStayExact) {
+  options_.hocl = false;
+  Open();
+  for (uint64_t k = 0; k < 8; ++k) ASSERT_TRUE(tree_->insert(k, "0").ok());
+  RunTasks(2, 4, [&](int) {
+    for (int round = 0; round < 50; ++round) {
+      for (uint64_t k = 0; k < 8; ++k) {
+        ASSERT_TRUE(tree_->read_modify_write(k, [](std::string* v) { *v = std::to_string(std::stoull(*v) + 1); }).ok());
+      }
+    }
+  });
+  std::string value;
+  for (uint64_t k = 0; k < 8; ++k) {
+    ASSERT_TRUE(tree_->search(k, &value).ok());
+    EXPECT_EQ(value, "400") << k;
+  }
+  EXPECT_EQ(tree_->stats().handovers, 0u);
+  EXPECT_GT(tree_->stats().lock_retries, 0u);  // tasks met at the remote word
+}
+
 TEST_F(BTreeTest, ScansDuringSplitsAreSortedWithoutDuplicatesAndSeeStableKeys) {
   Open();
   // Even keys are present throughout; writers insert odd keys meanwhile,

@@ -15,9 +15,11 @@
 
 namespace smart::hashtable {
 
-GlobalAddress BuildTable(Initiator& in, node_t node, const Geometry& geometry, const std::function<void()>& still_mine) {
+GlobalAddress BuildTable(Initiator& in, node_t node, const Geometry& geometry, int capacity_depth,
+                         const std::function<void()>& still_mine) {
   GlobalAddress directory;
-  Status s = in.alloc_memory(node, kDirectorySize, &directory);
+  capacity_depth = std::max(capacity_depth, geometry.depth);
+  Status s = in.alloc_memory(node, DirectoryBytes(capacity_depth), &directory);
   if (!s.ok()) throw Error("hash table: cannot allocate the directory on memory node " + std::to_string(node) + ": " + s.ToString());
   char* buffer = static_cast<char*>(in.alloc_cache(kBuildBufferSize));
   if (buffer == nullptr) throw Error("hash table: the initiator cache is too small to build a table; raise initiator_cache_size");
@@ -46,7 +48,7 @@ GlobalAddress BuildTable(Initiator& in, node_t node, const Geometry& geometry, c
   }
   progress.finish();
   DirectoryHeader header{};
-  header.depth_word = static_cast<uint64_t>(geometry.depth);
+  header.depth_word = EncodeDepthWord(DirectoryShape{geometry.depth, capacity_depth, 0});
   header.groups_per_subtable = geometry.groups;
   header.magic = kDirectoryMagic;
   header.initial_depth = static_cast<uint64_t>(geometry.depth);
@@ -57,8 +59,13 @@ GlobalAddress BuildTable(Initiator& in, node_t node, const Geometry& geometry, c
   return directory;
 }
 
-void OpenShard(Initiator& in, node_t node, uint64_t expected_keys, const LeaseOptions& lease,
+void OpenShard(Initiator& in, node_t node, uint64_t expected_keys, const TableOptions& options,
                HashTable::Shard* shard) {
+  const LeaseOptions& lease = options.lease;
+  if (options.directory_capacity_depth < 0 || options.directory_capacity_depth > kMaxGlobalDepth) {
+    throw Error("hash table: directory_capacity_depth must be within 0.." + std::to_string(kMaxGlobalDepth) + ", got " +
+                std::to_string(options.directory_capacity_depth));
+  }
   auto* word = static_cast<uint64_t*>(in.alloc_cache(sizeof(DirectoryHeader)));
   if (word == nullptr) throw Error("hash table: the initiator cache is exhausted");
   const std::string name = "memory node " + std::to_string(node);
@@ -81,7 +88,8 @@ void OpenShard(Initiator& in, node_t node, uint64_t expected_keys, const LeaseOp
       LogPrintf(LogLevel::kWarn, "hash table: the client building the table on %s died; building it again", name.c_str());
     }
     const Geometry geometry = GeometryFor(expected_keys);
-    const uint64_t need = kDirectorySize + (uint64_t{1} << geometry.depth) * geometry.subtable_bytes();
+    const uint64_t need = DirectoryBytes(std::max(options.directory_capacity_depth, geometry.depth)) +
+                          (uint64_t{1} << geometry.depth) * geometry.subtable_bytes();
     if (need + kChunkSize > in.remote_capacity(node)) {
       throw Error("hash table: " + name + " has " + std::to_string(in.remote_capacity(node) >> 20) +
                   " MiB, too little for a table of " + std::to_string(expected_keys) + " keys (" +
@@ -93,7 +101,7 @@ void OpenShard(Initiator& in, node_t node, uint64_t expected_keys, const LeaseOp
       if (!r.ok()) throw Error("hash table: renewing the build claim failed: " + r.ToString());
     };
     try {
-      const GlobalAddress directory = BuildTable(in, node, geometry, still_mine);
+      const GlobalAddress directory = BuildTable(in, node, geometry, options.directory_capacity_depth, still_mine);
       s = claim.publish(directory.offset);
       if (s.code() == Status::Code::kLockLost) throw TakenOver{};
       if (!s.ok()) throw Error("hash table: publishing the table on " + name + " failed: " + s.ToString());

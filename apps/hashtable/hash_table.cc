@@ -56,7 +56,7 @@ HashTable::HashTable(Initiator& initiator, const SmartConfig& config, int shards
   const uint64_t keys_per_shard = (options_.expected_keys + static_cast<uint64_t>(shards) - 1) / static_cast<uint64_t>(shards);
   for (int i = 0; i < shards; ++i) {
     auto shard = std::make_unique<Shard>();
-    OpenShard(initiator_, static_cast<node_t>(i), keys_per_shard, options_.lease, shard.get());
+    OpenShard(initiator_, static_cast<node_t>(i), keys_per_shard, options_, shard.get());
     shards_.push_back(std::move(shard));
   }
 }
@@ -189,6 +189,7 @@ TableStats HashTable::stats() const {
     total.splits += s.splits;
     total.splits_recovered += s.splits_recovered;
     total.splits_abandoned += s.splits_abandoned;
+    total.directory_moves += s.directory_moves;
     total.speculative_hits += s.speculative_hits;
     total.speculative_misses += s.speculative_misses;
     const BlockPoolStats& b = tc->blocks->stats();

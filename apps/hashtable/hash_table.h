@@ -59,6 +59,10 @@ struct TableOptions {
   // the emptiest bucket, so that racing inserts of one key take different
   // slots and leave duplicates for the inserters to remove.
   bool spread_inserts_for_tests = false;
+  // Room in the directory built with the table, as a depth (2^depth
+  // entries of 8 bytes, at least the table's initial depth). A table that
+  // outgrows it moves its directory to one 16 times larger, up to depth 32.
+  int directory_capacity_depth = 20;
 };
 
 // Counters of one thread, summed by HashTable::stats().
@@ -70,6 +74,7 @@ struct TableStats {
   uint64_t splits = 0;             // subtables this client split
   uint64_t splits_recovered = 0;   // half-done splits of dead clients finished
   uint64_t splits_abandoned = 0;   // own splits taken over by another client (this one was too slow)
+  uint64_t directory_moves = 0;    // directories this client moved to a larger array
   uint64_t speculative_hits = 0;   // lookups answered by the cached slot
   uint64_t speculative_misses = 0; // cached slots that had changed
   uint64_t blocks_retired = 0;

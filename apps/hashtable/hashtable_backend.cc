@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   app.add_option("CONFIG", config_path, "backend.json (default: config/backend.json)");
   app.add_option("--port", port, "TCP port to listen on (0: any free port); overrides tcp_port")->check(CLI::Range(0, 65535));
   app.add_option("--capacity", capacity, "MiB of memory to serve; overrides capacity")->check(CLI::Range(1, 1 << 30));
+  std::string backing;
+  app.add_option("--backing", backing, "where the pool lives: memfd, hugetlb, file:PATH or devdax:PATH; overrides backing");
   CLI11_PARSE(app, argc, argv);
   try {
     InstallTerminationHandlers();
@@ -31,10 +33,14 @@ int main(int argc, char** argv) {
     BackendConfig backend = BackendConfig::LoadFile(path);
     if (port >= 0) backend.tcp_port = port;
     if (capacity > 0) backend.capacity = capacity;
+    if (!backing.empty()) {
+      backend.backing = backing;
+      backend.dev_dax_path.clear();
+    }
     Target target(smart_config, backend);
     target.start();
-    printf("hashtable_backend: %" PRIu64 " MiB on %s, listening on port %d\n", backend.capacity,
-           target.transport_description().c_str(), target.port());
+    printf("hashtable_backend: %" PRIu64 " MiB on %s, pool in %s, listening on port %d\n", backend.capacity,
+           target.transport_description().c_str(), target.backing_description().c_str(), target.port());
     fflush(stdout);
     const int sig = WaitForTerminationSignal();
     SMART_INFO("hashtable_backend: %s, shutting down (%.1f MiB of the pool in use)", strsignal(sig),

@@ -39,6 +39,7 @@ struct Options {
   uint64_t min_slots = 0;
   uint64_t lease_ms = 2000;
   uint64_t retry_timeout_ms = 10000;
+  int directory_capacity_depth = 20;
   bool exact = false;
   std::vector<std::string> logs;  // writer logs (update/insert write one; check-log reads them)
 };
@@ -85,6 +86,7 @@ class Checker {
     options.reclaim_grace_ns = 1000000;
     options.lease.lease_ns = o_.lease_ms * 1000000;
     options.retry_timeout_ns = o_.retry_timeout_ms * 1000000;
+    options.directory_capacity_depth = o_.directory_capacity_depth;
     table_ = std::make_unique<HashTable>(*initiator_, config_, static_cast<int>(o_.servers.size()), options);
   }
 
@@ -420,6 +422,9 @@ int main(int argc, char** argv) {
   app.add_option("--lease-ms", o.lease_ms, "lease of the resize lock and build claim (ms)")->check(CLI::Range(1, 3600000));
   app.add_option("--retry-timeout-ms", o.retry_timeout_ms, "an operation stuck this long fails (ms)")
       ->check(CLI::Range(1, 3600000));
+  app.add_option("--directory-capacity-depth", o.directory_capacity_depth,
+                 "room in the directory of a table this client builds (2^N entries); it moves when outgrown")
+      ->check(CLI::Range(0, 32));
   app.add_option("--log", o.logs, "insert/update: write this writer's log of acknowledged writes; "
                  "check-log: a writer log to check against (repeat)");
   app.add_flag("--exact", o.exact, "verify: each value is the one --writer wrote in round --rounds (its acknowledged write)");

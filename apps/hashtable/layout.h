@@ -5,8 +5,9 @@
 // Per shard (one memory blade), reached through the named root "hashtable":
 //
 //   Directory   header (global depth, geometry, resize lock, split intent), then
-//               1 << kMaxGlobalDepth entries (subtable offset | local depth),
-//               of which the first 1 << global depth are in use.
+//               an array of entries (subtable offset | local depth), of which
+//               the first 1 << global depth are in use; the array moves to a
+//               larger one when the table outgrows it.
 //   Subtable    groups_per_subtable groups of three 64-byte buckets:
 //               [main bucket of even indices][shared overflow][main of odd].
 //               A key's bucket index i (one per hash) reads 128 bytes: for an
@@ -33,20 +34,26 @@ constexpr size_t kGroupSize = kBucketSize * kBucketsPerGroup;  // 192
 constexpr int kSlotsPerGroup = kSlotsPerBucket * kBucketsPerGroup;
 constexpr size_t kBucketPairSize = 2 * kBucketSize;  // one READ per hash
 
-// Directory: up to 2^kMaxGlobalDepth entries. The low kSlotDirBits bits of
-// a key's directory hash are kept in its slot, so a split up to that depth
-// never reads a block to decide where a key goes; deeper splits read the
-// blocks of the slots they move and hash the keys.
-constexpr int kMaxGlobalDepth = 20;
+// Directory: up to 2^kMaxGlobalDepth entries, in an array that holds
+// 2^capacity depth of them. The array starts right after the header and
+// moves to a larger one (kDirectoryGrowthBits more) when the global depth
+// reaches its capacity, so the table grows for as long as its memory blade
+// has memory. The low kSlotDirBits bits of a key's directory hash are kept
+// in its slot, so a split up to that depth never reads a block to decide
+// where a key goes; deeper splits read the blocks of the slots they move
+// and hash the keys.
+constexpr int kMaxGlobalDepth = 32;
+constexpr int kDefaultDirectoryCapacityDepth = 20;
+constexpr int kDirectoryGrowthBits = 4;
 constexpr int kSlotDirBits = 12;
 constexpr uint64_t kSlotDirMask = (uint64_t{1} << kSlotDirBits) - 1;
-constexpr uint64_t kDirectoryMagic = 0x3230544848434152ull;  // "RACEHT02"
+constexpr uint64_t kDirectoryMagic = 0x3330544848434152ull;  // "RACEHT03"
 // The directory header. The resize lock is a smart::RemoteLock word (owner
 // and lease), so a client that dies while splitting is taken over; the
 // split intent tells the new holder what the dead one was doing, so that it
 // can finish the split (see split.cc).
 struct DirectoryHeader {
-  uint64_t depth_word;  // global depth
+  uint64_t depth_word;  // EncodeDepthWord: global depth, capacity, where the entries are
   uint64_t groups_per_subtable;
   uint64_t magic;
   uint64_t initial_depth;
@@ -75,7 +82,31 @@ inline SplitIntent DecodeSplitIntent(uint64_t w) {
   return SplitIntent{static_cast<int>(w & 0xff), static_cast<int>((w >> 8) & 0xff), w >> 32};
 }
 constexpr size_t kDirectoryEntriesOffset = sizeof(DirectoryHeader);
-constexpr size_t kDirectorySize = kDirectoryEntriesOffset + (size_t{8} << kMaxGlobalDepth);
+// Bytes of a directory built with room for 2^capacity_depth entries.
+inline uint64_t DirectoryBytes(int capacity_depth) { return kDirectoryEntriesOffset + (uint64_t{8} << capacity_depth); }
+
+// The header's depth word: the global depth (bits 0-7), the capacity of the
+// entry array as a depth (bits 8-15) and the array's offset on the memory
+// blade (bits 16-63; 0: right after the header). One 8-byte write changes
+// all three, so a reader never pairs a depth with the wrong array.
+struct DirectoryShape {
+  int depth = 0;
+  int capacity_depth = 0;
+  uint64_t entries_offset = 0;  // 0: after the header
+};
+inline uint64_t EncodeDepthWord(const DirectoryShape& d) {
+  return static_cast<uint64_t>(d.depth & 0xff) | static_cast<uint64_t>(d.capacity_depth & 0xff) << 8 |
+         d.entries_offset << 16;
+}
+inline DirectoryShape DecodeDepthWord(uint64_t w) {
+  return DirectoryShape{static_cast<int>(w & 0xff), static_cast<int>((w >> 8) & 0xff), w >> 16};
+}
+// A depth word that makes sense for a blade of `capacity` bytes.
+inline bool DepthWordValid(const DirectoryShape& d, uint64_t capacity) {
+  return d.depth <= d.capacity_depth && d.capacity_depth <= kMaxGlobalDepth &&
+         (d.entries_offset == 0 || (d.entries_offset % 8 == 0 && d.entries_offset < capacity &&
+                                    (uint64_t{8} << d.capacity_depth) <= capacity - d.entries_offset));
+}
 
 // Directory entry: subtable offset (chunk aligned) | local depth (bits 0-7).
 inline uint64_t EncodeDirEntry(uint64_t subtable_offset, int local_depth) {
@@ -199,9 +230,9 @@ inline std::string_view BlockValue(const char* block) {
 // [0, 2 * groups_per_subtable), and the shard, from independent seeds.
 struct KeyHash {
   uint64_t primary;    // dir bits 0-11 (0-11), fingerprint (13-20), bucket 0 (32-63)
-  uint64_t secondary;  // dir bits 12-19 (0-7), bucket 1 (32-63)
+  uint64_t secondary;  // dir bits 12-31 (0-19), bucket 1 (32-63)
   // kMaxGlobalDepth bits; the slot keeps the low kSlotDirBits of them.
-  uint64_t dir_bits() const { return (primary & kSlotDirMask) | (secondary & 0xff) << kSlotDirBits; }
+  uint64_t dir_bits() const { return (primary & kSlotDirMask) | (secondary & 0xfffff) << kSlotDirBits; }
   uint8_t fingerprint() const { return static_cast<uint8_t>(primary >> 13); }
 };
 uint64_t HashBytes(const void* data, size_t length, uint64_t seed);

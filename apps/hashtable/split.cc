@@ -36,8 +36,6 @@ namespace smart::hashtable {
 
 namespace {
 
-constexpr size_t kWindowBytes = kSplitWindowGroups * kGroupSize;
-constexpr size_t kResultsOffset = 2 * kWindowBytes;          // 16 CAS results
 constexpr size_t kLockScratchOffset = kResultsOffset + 16 * 8;  // 16 bytes
 constexpr size_t kHeaderOffset = kLockScratchOffset + 16;       // a DirectoryHeader
 constexpr size_t kBlocksOffset = kHeaderOffset + sizeof(DirectoryHeader);
@@ -199,20 +197,30 @@ Status Ops::split_under_lock(int si, const Shard& sh, const KeyHash& h, uint64_t
   }
   uint64_t* word = reinterpret_cast<uint64_t*>(tc_.split_buffer + kResultsOffset);
   if (depth == dc.global_depth) {
-    // Double the directory: copy the entries to the upper half, then raise
-    // the depth. A holder that dies in between leaves an unused upper half.
-    const size_t half = dc.entries.size();
-    std::vector<uint64_t> doubled(dc.entries);
-    doubled.insert(doubled.end(), dc.entries.begin(), dc.entries.end());
-    s = write_entries(sh, lock, doubled, half, half);
+    // Double the directory (moving it first when its array is full): copy
+    // the entries to the upper half, then raise the depth. A holder that
+    // dies in between leaves an unused upper half. The work is on a copy:
+    // another task of this thread may install its own refresh into `dc`
+    // while this one waits for a completion.
+    DirectoryCopy copy{dc.entries, dc.entries_at, dc.capacity_depth, dc.depth_word};
+    if (dc.global_depth == dc.capacity_depth) {
+      s = move_directory(sh, lock, &copy);
+      if (!s.ok()) return s;
+    }
+    const size_t half = copy.entries.size();
+    copy.entries.resize(2 * half);
+    std::copy(copy.entries.begin(), copy.entries.begin() + static_cast<std::ptrdiff_t>(half),
+              copy.entries.begin() + static_cast<std::ptrdiff_t>(half));
+    s = write_entries(copy.at, lock, copy.entries, half, half);
     if (!s.ok()) return s;
-    s = lock.renew();
+    const int doubled_depth = DecodeDepthWord(copy.word).depth + 1;
+    s = swap_depth_word(sh, lock, &copy, doubled_depth);
     if (!s.ok()) return s;
-    word[0] = static_cast<uint64_t>(dc.global_depth + 1);
-    s = in_.write(word, sh.directory, 8, Option::kSync);
-    if (!s.ok()) return s;
-    dc.entries.swap(doubled);
-    ++dc.global_depth;
+    dc.entries.swap(copy.entries);
+    dc.global_depth = doubled_depth;
+    dc.capacity_depth = copy.capacity_depth;
+    dc.entries_at = copy.at;
+    dc.depth_word = copy.word;
   }
   SplitPlan plan;
   plan.old_subtable = subtable;
@@ -435,9 +443,15 @@ Status Ops::split_publish(int si, const Shard& sh, RemoteLock& lock, const Split
   if (!s.ok()) return s;
   DirectoryCache& dc = tc_.dirs[si];
   // Every entry of the old subtable (one in 2^depth) gets the new depth,
-  // half of them the new subtable; only those entries are written.
-  uint64_t* words = reinterpret_cast<uint64_t*>(tc_.split_buffer);
+  // half of them the new subtable; only those entries change, each by a CAS
+  // from the value just read. Nobody else writes entries while this client
+  // holds the lock, so a CAS that fails met a late write from a holder whose
+  // lock was taken over: this client stops (kLockLost) and leaves the intent
+  // for the next holder, who publishes from values it reads then.
+  uint64_t* results = reinterpret_cast<uint64_t*>(tc_.split_buffer + kResultsOffset);
+  uint64_t expected[kCasBatch];
   const size_t stride = size_t{1} << plan.depth;
+  const GlobalAddress at = dc.entries_at;
   std::vector<size_t> changed;
   for (size_t i = plan.suffix; i < dc.entries.size(); i += stride) changed.push_back(i);
   for (size_t i = 0; i < changed.size(); i += kCasBatch) {
@@ -446,29 +460,21 @@ Status Ops::split_publish(int si, const Shard& sh, RemoteLock& lock, const Split
     if (!s.ok()) return s;
     for (size_t k = 0; k < n; ++k) {
       const size_t e = changed[i + k];
-      dc.entries[e] = ((e >> plan.depth) & 1) ? EncodeDirEntry(plan.fresh, plan.new_depth())
-                                              : EncodeDirEntry(plan.old_subtable, plan.new_depth());
-      words[k] = dc.entries[e];
-      s = in_.write(&words[k], sh.directory + (kDirectoryEntriesOffset + 8 * e), 8,
-                    k + 1 == n ? Option::kSync : Option::kNone);
+      const uint64_t desired = ((e >> plan.depth) & 1) ? EncodeDirEntry(plan.fresh, plan.new_depth())
+                                                        : EncodeDirEntry(plan.old_subtable, plan.new_depth());
+      expected[k] = dc.entries[e];
+      dc.entries[e] = desired;
+      s = in_.compare_and_swap(&results[k], at + 8 * e, expected[k], desired,
+                               k + 1 == n ? Option::kSync : Option::kNone);
       if (!s.ok()) return s;
     }
+    for (size_t k = 0; k < n; ++k) {
+      if (results[k] != expected[k]) {
+        return Status::LockLost("hash table: an entry of the directory of memory node " + std::to_string(sh.node) +
+                                " changed under this splitter while it published a split");
+      }
+    }
     FaultPoint("ht.split.publishing");
-  }
-  return Status::OK();
-}
-
-Status Ops::write_entries(const Shard& sh, RemoteLock& lock, const std::vector<uint64_t>& entries, size_t from,
-                          size_t count) {
-  // Through the two split windows (24 KiB = 3072 entries at a time).
-  const size_t per_write = 2 * kWindowBytes / 8;
-  for (size_t i = from; i < from + count; i += per_write) {
-    const size_t n = std::min(per_write, from + count - i);
-    memcpy(tc_.split_buffer, &entries[i], 8 * n);
-    Status s = lock.renew();
-    if (!s.ok()) return s;
-    s = in_.write(tc_.split_buffer, sh.directory + (kDirectoryEntriesOffset + 8 * i), 8 * n, Option::kSync);
-    if (!s.ok()) return s;
   }
   return Status::OK();
 }

@@ -38,6 +38,9 @@ constexpr int kCandidateBuckets = 4;
 // Room for every candidate's block, so one doorbell reads them all.
 constexpr size_t kBlockAreaSize = kCandidateBuckets * kSlotsPerBucket * kMaxBlockBytes;
 constexpr int kSplitWindowGroups = 64;
+// The split buffer (split.cc): two windows of groups, then 16 CAS results.
+constexpr size_t kWindowBytes = kSplitWindowGroups * kGroupSize;
+constexpr size_t kResultsOffset = 2 * kWindowBytes;
 constexpr size_t kBuildBufferSize = size_t{1} << 20;
 constexpr uint64_t kArenaBytes = 256 * 1024;
 
@@ -61,6 +64,9 @@ struct HashTable::Shard {
 
 struct DirectoryCache {
   int global_depth = -1;
+  int capacity_depth = 0;
+  GlobalAddress entries_at;  // where the entry array is
+  uint64_t depth_word = 0;   // the header word these were read with
   std::vector<uint64_t> entries;
   bool refreshing = false;
 };
@@ -133,13 +139,13 @@ struct HashTable::ThreadContext {
 // Builds an empty table on `node` for `geometry` and returns its directory.
 // `still_mine`, when set, is called after each subtable (it renews the
 // build claim, and throws when the claim was lost).
-GlobalAddress BuildTable(Initiator& in, node_t node, const Geometry& geometry,
+GlobalAddress BuildTable(Initiator& in, node_t node, const Geometry& geometry, int capacity_depth,
                          const std::function<void()>& still_mine = {});
 // Opens the table on `node` under the named root "hashtable", building it
 // (for `expected_keys` keys) when nobody has, waiting while another live
 // client builds it, building again when that client died. Call outside a
 // task.
-void OpenShard(Initiator& in, node_t node, uint64_t expected_keys, const LeaseOptions& lease,
+void OpenShard(Initiator& in, node_t node, uint64_t expected_keys, const TableOptions& options,
                HashTable::Shard* shard);
 
 class Ops {
@@ -275,8 +281,22 @@ class Ops {
   Status split_rewrite_in_place(const Shard& sh, RemoteLock& lock, const SplitPlan& plan);
   // Phase 3: point the directory entries of the old subtable at the two.
   Status split_publish(int si, const Shard& sh, RemoteLock& lock, const SplitPlan& plan);
-  Status write_entries(const Shard& sh, RemoteLock& lock, const std::vector<uint64_t>& entries, size_t from,
+  Status write_entries(GlobalAddress at, RemoteLock& lock, const std::vector<uint64_t>& entries, size_t from,
                        size_t count);
+  // A splitter's own copy of the directory while it doubles it.
+  struct DirectoryCopy {
+    std::vector<uint64_t> entries;
+    GlobalAddress at;
+    int capacity_depth;
+    uint64_t word;  // the header's depth word as this splitter last saw it
+  };
+  // Moves the directory's entries to an array 2^kDirectoryGrowthBits times
+  // larger (the global depth has reached the array's capacity).
+  Status move_directory(const Shard& sh, RemoteLock& lock, DirectoryCopy* copy);
+  // Sets the header's depth word for `copy` at `depth` by CAS from the word
+  // the splitter last saw: a late write from a splitter whose lock was taken
+  // over cannot turn the directory back (kLockLost instead).
+  Status swap_depth_word(const Shard& sh, RemoteLock& lock, DirectoryCopy* copy, int depth);
   // Freezes every slot of `groups` groups read into `w` (at `offset`); on
   // return `w` holds the frozen values.
   Status freeze(const Shard& sh, RemoteLock& lock, uint64_t offset, uint64_t* w, uint64_t groups);

@@ -26,6 +26,7 @@
 
 #include "smart/common.h"
 #include "smart/status.h"
+#include "smart/task.h"
 
 namespace smart {
 
@@ -74,10 +75,31 @@ class BlockPool {
   // A block of `units` units on memory node `node`: a retired block whose
   // grace period has passed, or fresh space from the node's arena (taking a
   // new arena may park the task; other tasks of the thread wait for it).
-  Status allocate(node_t node, size_t units, Block* out);
+  // Inline fast path: a block from the size class's free list; every
+  // kReclaimEvery-th allocation, and whenever the list is empty, the slow
+  // path first moves retired blocks whose grace period passed.
+  Status allocate(node_t node, size_t units, Block* out) {
+    if (__builtin_expect(node < nodes_.size() && units >= 1 && units <= max_units_, 1)) {
+      NodePool* p = nodes_[node].get();
+      if (p != nullptr && (++p->allocations % kReclaimEvery) != 0) {
+        std::vector<uint64_t>& list = p->free[units];
+        if (!list.empty()) {
+          take(list, node, units, out);
+          return Status::OK();
+        }
+      }
+    }
+    return allocate_slow(node, units, out);
+  }
   // A published block that the caller's CAS unlinked: reused after the
   // grace period, with its tag bumped.
-  void retire(const Block& block);
+  void retire(const Block& block) {
+    NodePool& p = node_pool(static_cast<node_t>(block.address.node));
+    const uint8_t tag = static_cast<uint8_t>((block.tag + 1) & tag_mask_);
+    p.limbo.push_back(Retired{block.address.offset << 8 | tag, Cycles(), block.units});
+    ++stats_.blocks_retired;
+    stats_.bytes_retired += block.units * options_.unit;
+  }
   // A block from allocate() that was never published: reusable at once.
   void release(const Block& block);
 
@@ -95,12 +117,31 @@ class BlockPool {
   struct NodePool {
     std::vector<std::vector<uint64_t>> free;  // per size class: offset << 8 | tag
     std::deque<Retired> limbo;
+    uint64_t allocations = 0;
     uint64_t arena_next = 0;
     uint64_t arena_end = 0;
     bool arena_refilling = false;
   };
 
-  NodePool& node_pool(node_t node);
+  // Allocations between two reclaim passes when the free list is not empty;
+  // a pass moves up to 64 blocks, so the backlog of retired blocks cannot grow.
+  static constexpr uint64_t kReclaimEvery = 32;
+
+  NodePool& node_pool(node_t node) {
+    if (__builtin_expect(node < nodes_.size() && nodes_[node] != nullptr, 1)) return *nodes_[node];
+    return add_node_pool(node);
+  }
+  NodePool& add_node_pool(node_t node);
+  Status allocate_slow(node_t node, size_t units, Block* out);
+  void take(std::vector<uint64_t>& list, node_t node, size_t units, Block* out) {
+    const uint64_t e = list.back();
+    list.pop_back();
+    out->address = GlobalAddress(node, e >> 8);
+    out->tag = static_cast<uint8_t>(e);
+    out->units = static_cast<uint32_t>(units);
+    ++stats_.blocks_reused;
+    stats_.bytes_reused += units * options_.unit;
+  }
   void reclaim(NodePool& p);
   Status refill(node_t node, NodePool& p, uint64_t bytes);
 
@@ -108,6 +149,7 @@ class BlockPool {
   const BlockPoolOptions options_;
   const uint64_t grace_cycles_;
   const uint8_t tag_mask_;
+  const size_t max_units_;
   std::vector<std::unique_ptr<NodePool>> nodes_;
   BlockPoolStats stats_;
 };

@@ -66,14 +66,18 @@ static_assert(sizeof(SuperChunk) == 2064);
 constexpr size_t kSuperChunkAllocOffset = offsetof(SuperChunk, alloc_chunk);
 constexpr size_t kRootEntryOffset = offsetof(SuperChunk, root_entries);
 
-// The rest of chunk 0 holds two tables the memory blade keeps for its
-// clients:
+// The rest of chunk 0 holds the pool's stamp and two tables the memory
+// blade keeps for its clients:
+//   [3584, 3616)     the stamp (magic, capacity, chunk size) by which a
+//                    restarted memory blade knows a file or devdax pool as
+//                    its own and reopens it instead of formatting it;
 //   [4 KiB, 8 KiB)   the registry of named roots (include/smart/named_root.h),
 //                    kMaxNamedRoots entries of 64 bytes;
 //   [8 KiB, 16 KiB)  the session table: one word per session slot, written
 //                    only by the memory blade (alive bit | incarnation), so
 //                    that a client can tell with one READ whether the holder
 //                    of a lock is still connected.
+constexpr size_t kPoolStampOffset = 3584;
 constexpr size_t kNamedRootRegistryOffset = 4096;
 constexpr int kMaxNamedRoots = 64;
 constexpr size_t kNamedRootEntrySize = 64;

@@ -104,7 +104,11 @@ struct SmartConfig {
 
 struct BackendConfig {
   std::string source;
-  std::string dev_dax_path;
+  // Where the pool lives: memfd (default), hugetlb, file:PATH or devdax:PATH
+  // (see smart/target/pool_backing.h). A file or devdax pool is reopened,
+  // with its named roots and allocation state, when the blade restarts.
+  std::string backing = "memfd";
+  std::string dev_dax_path;  // upstream's key: the same as backing devdax:PATH
   uint64_t capacity = 16000;  // MiB
   int tcp_port = 12345;
   int nic_numa_node = -1;     // -1: no pinning
@@ -161,8 +165,11 @@ struct DataStructureConfig {
   void ApplyEnvironment();
 };
 
-// Resolves a config file name: `env_var` if set, else config/<name> searched
-// relative to the working directory and the executable. Throws if none exists.
+// Resolves a config file name: `env_var` if set; else, first found,
+// config/<name> and ../config/<name> from the working directory,
+// config/<name> and share/smart/<name> beside the executable's directory (a
+// build tree's bin/, or an installed prefix), and the install prefix's
+// share/smart. Never the source tree. Throws, listing where it looked.
 std::string FindConfigFile(const std::string& name, const char* env_var);
 
 // Reads an environment variable; empty optional-like "" when unset.

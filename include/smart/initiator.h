@@ -63,8 +63,10 @@ class Initiator {
   // Masked compare-and-swap: succeeds when the bits of `compare_mask` equal
   // those of `compare`, and then replaces only the bits of `swap_mask` with
   // those of `swap`; the old word lands in *local either way (success:
-  // ((*local ^ compare) & compare_mask) == 0). Standard verbs have no masked
-  // atomics, so this is emulated on every transport: a READ, then a CAS of
+  // ((*local ^ compare) & compare_mask) == 0). Masked atomics exist only in
+  // the vendor's old experimental verbs (ibv_exp_post_send); upstream
+  // rdma-core, which Debian ships, has none and no provider-specific (mlx5dv)
+  // form either, so this is emulated on every transport: a READ, then a CAS of
   // the whole word, repeated while only bits outside compare_mask change
   // under it (2 round trips uncontended); kRetry after 64 such rounds.
   // Always synchronous; `local` must hold 2 words of alloc_cache() memory.

@@ -18,7 +18,10 @@ namespace smart {
 class Target {
  public:
   // Opens the transport and allocates backend.capacity MiB (zeroed), with
-  // the super chunk initialised. Throws smart::Error.
+  // the super chunk initialised; or, with a file or devdax backing that
+  // already holds a pool of this capacity, reopens it as it was (named
+  // roots, allocation watermark, data), with every earlier session marked
+  // gone. Throws smart::Error.
   Target(const SmartConfig& smart_config, const BackendConfig& backend_config);
   ~Target();
   Target(const Target&) = delete;
@@ -35,6 +38,10 @@ class Target {
   uint64_t capacity() const { return capacity_; }
   TransportKind transport() const;
   std::string transport_description() const;
+  // Where the pool lives ("anonymous shared memory", "file /x (reopened)").
+  const std::string& backing_description() const;
+  // True when the pool was reopened from its backing, not formatted.
+  bool reopened() const;
 
   // Takes `count` contiguous chunks from the pool (the same watermark
   // clients advance with remote CAS). Null when the pool is exhausted.

@@ -115,6 +115,10 @@ class Device {
 
   // Zeroed memory meant for peers to access: a memory blade's pool.
   virtual std::unique_ptr<MemoryRegion> allocate_shared_region(size_t bytes) = 0;
+  // A memory blade's pool that the caller mapped shared from `fd` (huge
+  // pages, a file, a devdax device): the region takes over the mapping and
+  // the descriptor (unmaps and closes them), on success or when it throws.
+  virtual std::unique_ptr<MemoryRegion> adopt_shared_region(void* addr, size_t length, int fd) = 0;
   // Registers local memory (all access rights). Throws.
   virtual std::unique_ptr<MemoryRegion> register_memory(void* addr, size_t length) = 0;
   virtual std::unique_ptr<CompletionQueue> create_cq(int depth, ThreadDomain* domain, bool concurrent) = 0;

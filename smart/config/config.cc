@@ -12,9 +12,10 @@
 #include "smart/config/config_reader.h"
 #include "smart/logging.h"
 #include "smart/status.h"
+#include "smart/target/pool_backing.h"
 
-#ifndef SMART_SOURCE_DIR
-#define SMART_SOURCE_DIR ""
+#ifndef SMART_INSTALL_DATADIR
+#define SMART_INSTALL_DATADIR ""
 #endif
 
 namespace smart {
@@ -52,13 +53,15 @@ std::string FindConfigFile(const std::string& name, const char* env_var) {
     if (!FileExists(path)) throw Error(std::string(env_var) + " names \"" + path + "\", which does not exist");
     return path;
   }
+  // The working directory, then next to the program (a build tree's bin/,
+  // or an installed bin/ beside share/smart), then the install prefix.
   std::vector<std::string> candidates = {"config/" + name, "../config/" + name};
   const std::string exe = ExecutableDir();
   if (!exe.empty()) {
-    candidates.push_back(exe + "/../../config/" + name);
     candidates.push_back(exe + "/../config/" + name);
+    candidates.push_back(exe + "/../share/smart/" + name);
   }
-  if (std::string(SMART_SOURCE_DIR).size() > 0) candidates.push_back(std::string(SMART_SOURCE_DIR) + "/config/" + name);
+  if (std::string(SMART_INSTALL_DATADIR).size() > 0) candidates.push_back(std::string(SMART_INSTALL_DATADIR) + "/" + name);
   for (const std::string& c : candidates) {
     if (FileExists(c)) return c;
   }
@@ -265,6 +268,15 @@ BackendConfig BackendConfig::Parse(const std::string& text, const std::string& s
   BackendConfig c;
   c.source = source;
   r.get_string("dev_dax_path", &c.dev_dax_path, false);
+  r.get_string("backing", &c.backing, false);
+  ParsePoolBacking(c.backing, source);
+  if (!c.dev_dax_path.empty()) {
+    if (c.backing != "memfd" && c.backing != "devdax:" + c.dev_dax_path) {
+      throw Error(source + ": keys \"dev_dax_path\" and \"backing\" disagree (\"" + c.dev_dax_path + "\" and \"" +
+                  c.backing + "\"); set only \"backing\"");
+    }
+    c.backing = "devdax:" + c.dev_dax_path;
+  }
   r.get_uint64("capacity", &c.capacity, true, 1, uint64_t{1} << 30);
   r.get_int("tcp_port", &c.tcp_port, true, 0, 65535);
   r.get_int("nic_numa_node", &c.nic_numa_node, false, -1, 4096);

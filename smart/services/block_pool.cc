@@ -14,8 +14,6 @@ namespace {
 constexpr int kReclaimPerAllocation = 64;
 
 inline uint64_t Entry(uint64_t offset, uint8_t tag) { return offset << 8 | tag; }
-inline uint64_t EntryOffset(uint64_t entry) { return entry >> 8; }
-inline uint8_t EntryTag(uint64_t entry) { return static_cast<uint8_t>(entry); }
 
 }  // namespace
 
@@ -23,7 +21,8 @@ BlockPool::BlockPool(Initiator& initiator, const BlockPoolOptions& options)
     : initiator_(initiator),
       options_(options),
       grace_cycles_(static_cast<uint64_t>(static_cast<double>(options.grace_ns) * CyclesPerNanosecond()) + 1),
-      tag_mask_(static_cast<uint8_t>((1u << options.tag_bits) - 1)) {
+      tag_mask_(static_cast<uint8_t>((1u << options.tag_bits) - 1)),
+      max_units_(static_cast<size_t>(options.max_units < 0 ? 0 : options.max_units)) {
   if (options.unit < 8 || (options.unit & (options.unit - 1)) != 0) {
     throw Error("block pool: unit must be a power of two of at least 8 bytes, got " + std::to_string(options.unit));
   }
@@ -36,7 +35,7 @@ BlockPool::BlockPool(Initiator& initiator, const BlockPoolOptions& options)
 
 BlockPool::~BlockPool() = default;
 
-BlockPool::NodePool& BlockPool::node_pool(node_t node) {
+BlockPool::NodePool& BlockPool::add_node_pool(node_t node) {
   if (node >= nodes_.size()) nodes_.resize(size_t{node} + 1);
   std::unique_ptr<NodePool>& p = nodes_[node];
   if (!p) {
@@ -83,7 +82,7 @@ Status BlockPool::refill(node_t node, NodePool& p, uint64_t bytes) {
   return Status::OK();
 }
 
-Status BlockPool::allocate(node_t node, size_t units, Block* out) {
+Status BlockPool::allocate_slow(node_t node, size_t units, Block* out) {
   if (units < 1 || units > static_cast<size_t>(options_.max_units)) {
     return Status::InvalidArgument("block pool: a block of " + std::to_string(units) + " units (at most " +
                                    std::to_string(options_.max_units) + ")");
@@ -91,14 +90,8 @@ Status BlockPool::allocate(node_t node, size_t units, Block* out) {
   NodePool& p = node_pool(node);
   if (!p.limbo.empty()) reclaim(p);
   std::vector<uint64_t>& list = p.free[units];
-  out->units = static_cast<uint32_t>(units);
   if (!list.empty()) {
-    const uint64_t e = list.back();
-    list.pop_back();
-    out->address = GlobalAddress(node, EntryOffset(e));
-    out->tag = EntryTag(e);
-    ++stats_.blocks_reused;
-    stats_.bytes_reused += units * options_.unit;
+    take(list, node, units, out);
     return Status::OK();
   }
   const uint64_t bytes = units * options_.unit;
@@ -106,16 +99,9 @@ Status BlockPool::allocate(node_t node, size_t units, Block* out) {
   if (!s.ok()) return s;
   out->address = GlobalAddress(node, p.arena_next);
   out->tag = 0;
+  out->units = static_cast<uint32_t>(units);
   p.arena_next += bytes;
   return Status::OK();
-}
-
-void BlockPool::retire(const Block& block) {
-  NodePool& p = node_pool(static_cast<node_t>(block.address.node));
-  const uint8_t tag = static_cast<uint8_t>((block.tag + 1) & tag_mask_);
-  p.limbo.push_back(Retired{Entry(block.address.offset, tag), Cycles(), block.units});
-  ++stats_.blocks_retired;
-  stats_.bytes_retired += block.units * options_.unit;
 }
 
 void BlockPool::release(const Block& block) {

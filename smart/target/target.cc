@@ -1,6 +1,7 @@
 #include "smart/target.h"
 
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <numa.h>
@@ -22,6 +23,7 @@
 #include "smart/resource/handshake.h"
 #include "smart/resource/net.h"
 #include "smart/status.h"
+#include "smart/target/pool_backing.h"
 
 namespace smart {
 
@@ -84,6 +86,9 @@ struct Target::Impl {
   // incarnation moves on slowly. Guarded by `mutex`.
   std::deque<int> free_slots;
   uint64_t* session_table = nullptr;  // in the pool, chunk 0
+  std::string backing_description = "anonymous shared memory";
+  bool reopened = false;
+  bool persistent = false;  // a file or device: synced when the blade stops
 
   // Hands out a session slot and publishes it as alive; 0 when none is free.
   int open_session_slot(SessionId* id);
@@ -125,6 +130,28 @@ void PlaceOnNumaNode(const BackendConfig& config, char* base, uint64_t bytes) {
 
 }  // namespace
 
+namespace {
+
+// Identifies a pool this release formatted, so that a restarted memory
+// blade reopens its own pool and refuses to format another file.
+struct PoolStamp {
+  uint64_t magic;
+  uint64_t capacity;
+  uint64_t chunk_size;
+  uint64_t reserved;
+};
+constexpr uint64_t kPoolMagic = 0x31304c4f4f50534dull;  // "MSPOOL01"
+static_assert(kPoolStampOffset + sizeof(PoolStamp) <= kNamedRootRegistryOffset);
+
+bool AllZero(const char* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (p[i] != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Target::Target(const SmartConfig& smart_config, const BackendConfig& backend_config)
     : impl_(std::make_unique<Impl>()) {
   impl_->smart_config = smart_config;
@@ -132,21 +159,57 @@ Target::Target(const SmartConfig& smart_config, const BackendConfig& backend_con
   impl_->device = Device::Open(smart_config);
   const uint64_t bytes = backend_config.capacity << 20;
   if (bytes < 2 * kChunkSize) throw Error("memory blade capacity must be at least 1 MiB");
-  if (!backend_config.dev_dax_path.empty()) {
-    throw Error(backend_config.source + ": key \"dev_dax_path\": persistent-memory pools are not supported by this "
-                "release; leave it empty");
+  const PoolBacking backing = ParsePoolBacking(backend_config.backing, backend_config.source);
+  bool existing = false;
+  if (backing.kind == PoolBacking::Kind::kMemfd) {
+    impl_->pool = impl_->device->allocate_shared_region(bytes);
+  } else {
+    PoolMapping m = MapPool(backing, bytes);
+    existing = m.existing;
+    impl_->backing_description = m.description;
+    impl_->persistent = backing.kind != PoolBacking::Kind::kHugetlb;
+    impl_->pool = impl_->device->adopt_shared_region(m.addr, m.length, m.fd);
   }
-  impl_->pool = impl_->device->allocate_shared_region(bytes);
   base_ = static_cast<char*>(impl_->pool->addr());
   capacity_ = bytes;
   if (backend_config.nic_numa_node >= 0) PlaceOnNumaNode(backend_config, base_, bytes);
   SuperChunk* sc = super_chunk();
-  memset(static_cast<void*>(sc), 0, kChunkSize);
-  sc->max_chunk = bytes / kChunkSize;
-  sc->alloc_chunk = 1;  // chunk 0 is the super chunk itself
+  auto* stamp = reinterpret_cast<PoolStamp*>(base_ + kPoolStampOffset);
   impl_->session_table = reinterpret_cast<uint64_t*>(base_ + kSessionTableOffset);
+  if (existing && stamp->magic == kPoolMagic && stamp->capacity == bytes && stamp->chunk_size == kChunkSize &&
+      sc->max_chunk == bytes / kChunkSize && sc->alloc_chunk >= 1 && sc->alloc_chunk <= sc->max_chunk) {
+    // Every session of the earlier run is gone: clearing the alive bits lets
+    // clients take over its locks and builds at once. Incarnations go on,
+    // so no old lock word can match a new session.
+    for (int slot = 1; slot < kMaxSessions; ++slot) {
+      __atomic_and_fetch(&impl_->session_table[slot], ~kSessionAliveBit, __ATOMIC_RELEASE);
+    }
+    impl_->reopened = true;
+    SMART_INFO("memory blade: reopened the pool, %s: %" PRIu64 " of %" PRIu64 " chunks in use",
+               impl_->backing_description.c_str(), sc->alloc_chunk, sc->max_chunk);
+  } else {
+    if (existing && backing.kind == PoolBacking::Kind::kFile && !AllZero(base_, kChunkSize)) {
+      const std::string why = stamp->magic == kPoolMagic
+                                  ? "a pool made with capacity " + std::to_string(stamp->capacity >> 20) + " MiB"
+                                  : "data that is not a memory-blade pool";
+      throw Error("memory blade pool: " + backing.path + " holds " + why +
+                  "; refusing to format it (remove it, name a new file, or set \"capacity\" to match)");
+    }
+    memset(static_cast<void*>(sc), 0, kChunkSize);
+    sc->max_chunk = bytes / kChunkSize;
+    sc->alloc_chunk = 1;  // chunk 0 is the super chunk itself
+    // The stamp last: a blade that dies while formatting leaves no stamp.
+    __atomic_store_n(&stamp->chunk_size, kChunkSize, __ATOMIC_RELEASE);
+    __atomic_store_n(&stamp->capacity, bytes, __ATOMIC_RELEASE);
+    __atomic_store_n(&stamp->magic, kPoolMagic, __ATOMIC_RELEASE);
+    if (impl_->persistent) msync(base_, kChunkSize, MS_SYNC);
+  }
   for (int slot = 1; slot < kMaxSessions; ++slot) impl_->free_slots.push_back(slot);
 }
+
+const std::string& Target::backing_description() const { return impl_->backing_description; }
+
+bool Target::reopened() const { return impl_->reopened; }
 
 int Target::Impl::open_session_slot(SessionId* id) {
   std::lock_guard<std::mutex> lock(mutex);
@@ -254,6 +317,9 @@ void Target::stop() {
   CloseFd(&impl_->listen_fd);
   CloseFd(&impl_->wake_pipe[0]);
   CloseFd(&impl_->wake_pipe[1]);
+  if (impl_->persistent && msync(base_, capacity_, MS_SYNC) != 0) {
+    SMART_WARN("memory blade: syncing the pool to %s: %s", impl_->backing_description.c_str(), strerror(errno));
+  }
 }
 
 void Target::Impl::serve() {

@@ -49,8 +49,6 @@ bool BindCore(int core) {
   return sched_setaffinity(0, sizeof(set), &set) == 0;
 }
 
-uint64_t Cycles() { return __rdtsc(); }
-
 double CyclesPerNanosecond() {
   static const double rate = [] {
     using clock = std::chrono::steady_clock;

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A table built for 64 keys grows to 5 million with three concurrent
 # inserting clients: past the depth that the slots' directory bits cover
-# (splits then read the keys' blocks), with every key found exactly once
+# (splits then read the keys' blocks) and past the room of its directory,
+# built for 2^9 entries (it moves to 2^13, then 2^17 entries, while the
+# other clients read the old array), with every key found exactly once
 # holding the value its writer was told it inserted.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/hashtable_lib.sh"
@@ -22,7 +24,7 @@ else
   start_hashtable_blade 1536
 fi
 SERVERS=("127.0.0.1:$BLADE_PORT")
-check build --expected-keys 64 >/dev/null
+check build --expected-keys 64 --directory-capacity-depth 9 >/dev/null
 initial=$(check capacity | sed -n 's/.*: \([0-9]*\) slots.*/\1/p')
 third=$((KEYS / 3))
 check_bg "${SLOW[@]}" insert --from 0 --to $third --writer 0

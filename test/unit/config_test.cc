@@ -164,6 +164,27 @@ TEST(BackendConfig, ParsesAndValidates) {
   ExpectConfigError([] { BackendConfig::Parse(R"({"tcp_port": 1})", "backend.json"); }, {"capacity", "missing"});
 }
 
+TEST(BackendConfig, PoolBacking) {
+  EXPECT_EQ(BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0})", "b.json").backing, "memfd");
+  EXPECT_EQ(BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0, "backing": "hugetlb"})", "b.json").backing,
+            "hugetlb");
+  EXPECT_EQ(BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0, "backing": "file:/x/pool"})", "b.json").backing,
+            "file:/x/pool");
+  // Upstream's dev_dax_path names a devdax backing.
+  EXPECT_EQ(BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0, "dev_dax_path": "/dev/dax0.0"})", "b.json").backing,
+            "devdax:/dev/dax0.0");
+  ExpectConfigError([] { BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0, "backing": "disk"})", "b.json"); },
+                    {"b.json", "backing", "disk", "file:PATH"});
+  ExpectConfigError([] { BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0, "backing": "file:"})", "b.json"); },
+                    {"backing", "names no path"});
+  ExpectConfigError(
+      [] {
+        BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0, "backing": "file:/p", "dev_dax_path": "/dev/dax0.0"})",
+                             "b.json");
+      },
+      {"dev_dax_path", "backing", "disagree"});
+}
+
 TEST(TestRdmaConfig, ParsesUpstreamFile) {
   const TestRdmaConfig c = TestRdmaConfig::Parse(
       R"({"servers": ["optane06"], "port": 12345, "block_size": 8, "qp_num": -1, "dump_file_path": "x.csv", "type": "atomic"})",

@@ -107,14 +107,16 @@ TEST_F(HashTableFailureTest, SplitLeftInPhaseOneIsFinishedByTheNextClient) {
     ASSERT_TRUE(other->read(buffer, dir, sizeof(DirectoryHeader) + 8, Option::kSync).ok());
     DirectoryHeader header;
     memcpy(&header, buffer, sizeof(header));
-    ASSERT_EQ(header.depth_word, 0u);  // one subtable
+    const DirectoryShape shape = DecodeDepthWord(header.depth_word);
+    ASSERT_EQ(shape.depth, 0);  // one subtable
+    ASSERT_EQ(shape.entries_offset, 0u);
     const uint64_t old_subtable = DirEntryOffset(buffer[sizeof(DirectoryHeader) / 8]);
     GlobalAddress fresh;
     ASSERT_TRUE(other->alloc_memory(0, Geometry{0, header.groups_per_subtable}.subtable_bytes(), &fresh).ok());
     // The directory doubles before the intent is written.
     buffer[0] = EncodeDirEntry(old_subtable, 0);
     ASSERT_TRUE(other->write(buffer, dir + (kDirectoryEntriesOffset + 8), 8, Option::kSync).ok());
-    buffer[0] = 1;
+    buffer[0] = EncodeDepthWord(DirectoryShape{1, shape.capacity_depth, 0});
     ASSERT_TRUE(other->write(buffer, dir, 8, Option::kSync).ok());
     buffer[0] = old_subtable;
     buffer[1] = fresh.offset;

@@ -87,13 +87,28 @@ TEST(HashTableLayout, DirectoryEntries) {
   const uint64_t e = EncodeDirEntry(123 * 16384, 7);
   EXPECT_EQ(DirEntryOffset(e), 123u * 16384);
   EXPECT_EQ(DirEntryDepth(e), 7);
-  EXPECT_EQ(kDirectorySize, 64u + 8 * (1u << 20));
+  EXPECT_EQ(DirectoryBytes(20), 64u + 8 * (1u << 20));
+}
+
+TEST(HashTableLayout, DepthWordRoundTripsAndRejectsNonsense) {
+  const DirectoryShape d{17, 24, uint64_t{5} << 30};
+  const DirectoryShape back = DecodeDepthWord(EncodeDepthWord(d));
+  EXPECT_EQ(back.depth, 17);
+  EXPECT_EQ(back.capacity_depth, 24);
+  EXPECT_EQ(back.entries_offset, uint64_t{5} << 30);
+  const uint64_t blade = uint64_t{8} << 30;
+  EXPECT_TRUE(DepthWordValid(back, blade));
+  EXPECT_FALSE(DepthWordValid(DirectoryShape{21, 20, 0}, blade));                    // depth above capacity
+  EXPECT_FALSE(DepthWordValid(DirectoryShape{3, kMaxGlobalDepth + 1, 0}, blade));     // capacity past the limit
+  EXPECT_FALSE(DepthWordValid(DirectoryShape{3, 24, blade - 64}, blade));            // array past the pool
+  EXPECT_FALSE(DepthWordValid(DirectoryShape{3, 4, (uint64_t{1} << 30) + 3}, blade));  // misaligned
+  EXPECT_TRUE(DepthWordValid(DirectoryShape{0, 0, 0}, blade));
 }
 
 TEST(HashTableLayout, DirectoryBitsExtendPastTheSlotsBits) {
-  const KeyHash h{0xabcdef0123456789ull, 0x00000000000000a5ull};
+  const KeyHash h{0xabcdef0123456789ull, 0x00000000000cdea5ull};
   EXPECT_EQ(h.dir_bits() & kSlotDirMask, 0x789u);
-  EXPECT_EQ(h.dir_bits() >> kSlotDirBits, 0xa5u);
+  EXPECT_EQ(h.dir_bits() >> kSlotDirBits, 0xcdea5u);
   EXPECT_LT(h.dir_bits(), uint64_t{1} << kMaxGlobalDepth);
 }
 

@@ -16,7 +16,8 @@ namespace {
 
 class HashTableTest : public ::testing::Test {
  protected:
-  void Open(uint64_t expected_keys, bool speculative = false, int shards = 1, uint64_t grace_ns = 1000000) {
+  void Open(uint64_t expected_keys, bool speculative = false, int shards = 1, uint64_t grace_ns = 1000000,
+            int directory_capacity_depth = 20) {
     config_ = smart::testing::TestConfig();
     initiator_ = std::make_unique<Initiator>(config_);
     for (int i = 0; i < shards; ++i) {
@@ -27,6 +28,7 @@ class HashTableTest : public ::testing::Test {
     options_.speculative_lookup = speculative;
     options_.speculative_cache_entries = 1024;
     options_.reclaim_grace_ns = grace_ns;
+    options_.directory_capacity_depth = directory_capacity_depth;
     table_ = std::make_unique<HashTable>(*initiator_, config_, shards, options_);
   }
 
@@ -134,6 +136,40 @@ TEST_F(HashTableTest, GrowsFromASmallTableUnderConcurrentInserts) {
     ASSERT_TRUE(table_->count_copies(Key(i), &copies).ok());
     ASSERT_EQ(copies, 1) << i;
   }
+}
+
+// A directory built with room for 2 entries moves to larger arrays (2^5,
+// then 2^9 entries) while four tasks on two threads insert and update;
+// every key keeps exactly one copy with its last value.
+TEST_F(HashTableTest, DirectoryMovesToLargerArraysAsTheTableGrows) {
+  Open(300, false, 1, 1000000, 1);
+  constexpr int kKeys = 20000;
+  // Each task updates keys it inserted itself, so the last value is known.
+  RunTasks(2, 2, [&](int worker) {
+    for (int i = worker; i < kKeys; i += 4) {
+      ASSERT_TRUE(table_->insert(Key(i), Key(i)).ok()) << i;
+      if (i >= 8 && (i - 8) % 7 == 0) ASSERT_TRUE(table_->update(Key(i - 8), "u" + Key(i - 8)).ok()) << i;
+    }
+  });
+  uint64_t grown = 0;
+  int depth = 0;
+  ASSERT_TRUE(table_->capacity(0, &grown, &depth).ok());
+  EXPECT_GT(depth, 5);
+  EXPECT_GE(table_->stats().directory_moves, 2u);
+  std::string value;
+  for (int i = 0; i < kKeys; ++i) {
+    ASSERT_TRUE(table_->search(Key(i), &value).ok()) << i;
+    const bool updated = i + 8 < kKeys && i % 7 == 0;
+    ASSERT_EQ(value, updated ? "u" + Key(i) : Key(i)) << i;
+    int copies = 0;
+    ASSERT_TRUE(table_->count_copies(Key(i), &copies).ok());
+    ASSERT_EQ(copies, 1) << i;
+  }
+  // A client that opens the table later finds the moved directory.
+  TableOptions later = options_;
+  HashTable second(*initiator_, config_, 1, later);
+  ASSERT_TRUE(second.search(Key(kKeys - 1), &value).ok());
+  EXPECT_EQ(value, Key(kKeys - 1));
 }
 
 TEST_F(HashTableTest, UpdatesReuseBlocksWithinBoundedMemory) {

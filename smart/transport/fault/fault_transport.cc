@@ -46,6 +46,9 @@ class FaultDevice : public Device {
   std::unique_ptr<MemoryRegion> allocate_shared_region(size_t bytes) override {
     return inner_->allocate_shared_region(bytes);
   }
+  std::unique_ptr<MemoryRegion> adopt_shared_region(void* addr, size_t length, int fd) override {
+    return inner_->adopt_shared_region(addr, length, fd);
+  }
   std::unique_ptr<MemoryRegion> register_memory(void* addr, size_t length) override {
     return inner_->register_memory(addr, length);
   }

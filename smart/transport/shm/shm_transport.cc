@@ -198,6 +198,15 @@ std::unique_ptr<MemoryRegion> ShmDevice::allocate_shared_region(size_t bytes) {
   return std::make_unique<ShmRegion>(this, static_cast<char*>(addr), bytes, fd);
 }
 
+std::unique_ptr<MemoryRegion> ShmDevice::adopt_shared_region(void* addr, size_t length, int fd) {
+  if (addr == nullptr || length == 0 || fd < 0) {
+    if (addr != nullptr) munmap(addr, length);
+    if (fd >= 0) close(fd);
+    throw Error("shm transport: a shared region needs a mapping and its descriptor");
+  }
+  return std::make_unique<ShmRegion>(this, static_cast<char*>(addr), length, fd);
+}
+
 std::unique_ptr<MemoryRegion> ShmDevice::register_memory(void* addr, size_t length) {
   if (addr == nullptr || length == 0) throw Error("shm transport: cannot register an empty buffer");
   return std::make_unique<ShmRegion>(this, static_cast<char*>(addr), length, -1);

@@ -185,6 +185,20 @@ std::unique_ptr<MemoryRegion> VerbsDevice::allocate_shared_region(size_t bytes) 
   }
 }
 
+std::unique_ptr<MemoryRegion> VerbsDevice::adopt_shared_region(void* addr, size_t length, int fd) {
+  // The NIC reaches the pool through its registration; the descriptor is
+  // not needed once mapped.
+  if (fd >= 0) close(fd);
+  if (addr == nullptr || length == 0) throw Error("verbs transport: cannot adopt an empty region");
+  try {
+    ibv_mr* mr = RegisterOrThrow(*context_, addr, length, "the memory pool");
+    return std::make_unique<VerbsRegion>(context_, mr, addr, length);
+  } catch (...) {
+    munmap(addr, length);
+    throw;
+  }
+}
+
 std::unique_ptr<MemoryRegion> VerbsDevice::register_memory(void* addr, size_t length) {
   if (addr == nullptr || length == 0) throw Error("verbs transport: cannot register an empty buffer");
   ibv_mr* mr = RegisterOrThrow(*context_, addr, length, "a local buffer");

@@ -98,6 +98,7 @@ class VerbsDevice final : public Device {
   TransportKind kind() const override { return TransportKind::kVerbs; }
   std::string description() const override;
   std::unique_ptr<MemoryRegion> allocate_shared_region(size_t bytes) override;
+  std::unique_ptr<MemoryRegion> adopt_shared_region(void* addr, size_t length, int fd) override;
   std::unique_ptr<MemoryRegion> register_memory(void* addr, size_t length) override;
   std::unique_ptr<CompletionQueue> create_cq(int depth, ThreadDomain* domain, bool concurrent) override;
   std::unique_ptr<ThreadDomain> create_thread_domain() override;

@@ -247,9 +247,13 @@ TEST_F(BTreeTest, ScansDuringSplitsAreSortedWithoutDuplicatesAndSeeStableKeys) {
   // splitting leaves under the scans.
   for (uint64_t k = 0; k < 4000; k += 2) ASSERT_TRUE(tree_->insert(k, Value(k)).ok());
   std::atomic<int> writers_done{0};
+  std::atomic<int> scanners_started{0};
   std::atomic<uint64_t> scans{0};
   RunTasks(2, 4, [&](int worker) {
     if (worker < 4) {
+      // The scanners run on the other thread: wait until they run, so the
+      // splits happen under their scans however the threads start.
+      while (scanners_started.load() < 4) this_task::yield();
       for (uint64_t k = 1 + 2 * static_cast<uint64_t>(worker); k < 4000; k += 8) {
         ASSERT_TRUE(tree_->insert(k, Value(k)).ok());
       }
@@ -258,7 +262,8 @@ TEST_F(BTreeTest, ScansDuringSplitsAreSortedWithoutDuplicatesAndSeeStableKeys) {
     }
     std::vector<std::pair<uint64_t, std::string>> out;
     uint64_t start = static_cast<uint64_t>(worker) * 97;
-    while (writers_done.load() < 4) {
+    scanners_started.fetch_add(1);
+    do {
       start = (start + 331) % 3800;
       ASSERT_TRUE(tree_->scan(start, 100, &out).ok());
       ASSERT_EQ(out.size(), 100u);
@@ -273,9 +278,9 @@ TEST_F(BTreeTest, ScansDuringSplitsAreSortedWithoutDuplicatesAndSeeStableKeys) {
         }
       }
       scans.fetch_add(1);
-    }
+    } while (writers_done.load() < 4);
   });
-  EXPECT_GT(scans.load(), 0u);
+  EXPECT_GE(scans.load(), 4u);
   ExpectLeavesHold(4000);
 }
 

@@ -97,6 +97,10 @@ Status Ops::descend(uint64_t key, int level, char* buf, Path* path, GlobalAddres
         if (h.level > 0 && path->internal_link.left.is_null()) {
           path->internal_link = MissingLink{addr, h.max, h.sibling, h.level};
         }
+        // Sibling links that never reach the key's page (a cycle) are no
+        // tree: bounded like any other retry.
+        bound.why = "sibling links keep leading to pages whose fences exclude the key";
+        if (!bound.next()) return bound.status();
         addr = h.sibling;
         continue;
       }
@@ -285,6 +289,8 @@ Status Ops::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, s
       if (from_cache) tc_.cache.invalidate(cached);
       from_cache = false;
       leaf = h.sibling;
+      bound.why = "a scan's sibling links keep leading to leaves whose fences exclude its position";
+      if (!bound.next()) return bound.status();
       continue;
     }
     from_cache = false;

@@ -55,7 +55,8 @@ Status Ops::check_locked_leaf(uint64_t key, TaskBuffers& tb, PageLock* lock, Pat
       ++tc_.stats.moved_right;
       if (fresh_way && link->left.is_null()) *link = MissingLink{lock->page, h.max, h.sibling, 0};
       *leaf = h.sibling;
-      return Status::OK();
+      bound.why = "sibling links keep leading to leaves whose fences exclude the key";
+      return bound.next() ? Status::OK() : bound.status();
     }
     bound.why = "the key's leaf keeps moving";
     if (!bound.next()) return bound.status();

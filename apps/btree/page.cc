@@ -67,6 +67,9 @@ bool PageConsistent(const char* page) {
   uint32_t magic;
   memcpy(&magic, page + kMagicOffset, 4);
   if (magic != kPageMagic) return false;
+  // No page has more entries or levels than these; bytes that claim more
+  // are not a page (and would send the entry loops past its end).
+  if (Load16(page + kCountOffset) > kPageEntries || static_cast<uint8_t>(page[kLevelOffset]) > kMaxLevel) return false;
   for (int i = 0; i < kLinesPerPage; i += 4) {
     const char* lines[4];
     for (int k = 0; k < 4; ++k) {
@@ -302,6 +305,7 @@ void EncodeBlock(uint64_t key, std::string_view value, uint8_t tag, uint32_t uni
 }
 
 bool DecodeBlock(const char* block, uint32_t units, uint64_t key, uint8_t tag, std::string_view* value) {
+  if (units == 0 || units > kMaxBlockUnits) return false;
   BlockHeader bh;
   memcpy(&bh, block, sizeof(bh));
   if (bh.tag != tag || bh.key != key || bh.length > units * kBlockUnit - sizeof(bh)) return false;

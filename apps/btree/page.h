@@ -95,7 +95,8 @@ inline uint32_t LineVersion(const char* line) {
   memcpy(&v, line + 4, 4);
   return v;
 }
-// Every line intact and all carrying line 0's version, and a page magic.
+// Every line intact and all carrying line 0's version, a page magic, and
+// an entry count and level that a page can have.
 bool PageConsistent(const char* page);
 
 // ---- header ----

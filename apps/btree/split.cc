@@ -161,6 +161,8 @@ Status Ops::internal_insert(GlobalAddress page, int level, uint64_t key, GlobalA
       if (!s.ok()) return s;
       ++tc_.stats.moved_right;
       page = h.sibling;
+      bound.why = "sibling links keep leading to internal pages whose fences exclude the separator";
+      if (!bound.next()) return bound.status();
       continue;
     }
     const int present = FindInternalKey(tb->page, h, key);

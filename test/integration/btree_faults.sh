@@ -10,7 +10,18 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/btree_lib.sh"
 L=$WORK_DIR
-LEASE=(--lease-ms 800 --retry-timeout-ms 20000)
+# Over verbs (the Soft-RoCE guest, much slower) only the kills run, as in
+# hashtable_split_faults: the blade sees a killed client's session close,
+# so no lease has to run out; a live client that is descheduled there for
+# long could miss a short lease. The internal splits run on fewer keys.
+if ((ON_VERBS)); then
+  LEASE=(--lease-ms 2000 --retry-timeout-ms 60000)
+  ACTIONS=" kill "
+else
+  LEASE=(--lease-ms 800 --retry-timeout-ms 20000)
+  ACTIONS=" kill stop "
+fi
+INTERNAL=$(sized 8000 4000)
 
 # Waits until process $1 is stopped (state T) or gone; fails after 30 s.
 wait_stopped_or_gone() {
@@ -27,6 +38,7 @@ wait_stopped_or_gone() {
 # stop), survivors inserting odd and even ids meanwhile.
 run_case() {
   local action=$1 rule=$2 to=$3
+  [[ $ACTIONS == *" $action "* ]] || return 0
   start_btree_blade 256
   SERVERS=("127.0.0.1:$BLADE_PORT")
   rm -f "$L"/*.log
@@ -81,7 +93,8 @@ run_case stop 'stop@point:bt.split.leaf.sibling_written#3' 3000
 run_case kill 'kill@point:bt.split.leaf.linked#3' 3000
 run_case stop 'stop@point:bt.split.leaf.linked#3' 3000
 run_case kill 'kill@point:bt.root.written#1' 3000
-run_case kill 'kill@point:bt.split.internal.sibling_written#1' 8000
-run_case stop 'stop@point:bt.split.internal.sibling_written#1' 8000
-run_case kill 'kill@point:bt.split.internal.linked#1' 8000
-run_case kill 'kill@point:bt.split.internal.linked#3' 20000
+run_case kill 'kill@point:bt.split.internal.sibling_written#1' "$INTERNAL"
+run_case stop 'stop@point:bt.split.internal.sibling_written#1' "$INTERNAL"
+run_case kill 'kill@point:bt.split.internal.linked#1' "$INTERNAL"
+# The third internal split needs more keys than the verbs tier can afford.
+((ON_VERBS)) || run_case kill 'kill@point:bt.split.internal.linked#3' 20000

@@ -25,8 +25,12 @@
 // Named points in the code (cheap when SMART_FAULTS is unset: one branch
 // on a flag): ht.split.locked, ht.split.frozen, ht.split.rewriting,
 // ht.split.publishing (SMART-HT's split, apps/hashtable/split.cc),
-// ht.build.subtable (building the table, apps/hashtable/build.cc) and
-// ht.retry (each retry of an operation past its first 64, stalls.cc).
+// ht.build.subtable (building the table, apps/hashtable/build.cc),
+// ht.retry (each retry of an operation past its first 64, stalls.cc);
+// bt.lock.taken, bt.leaf.locked, bt.split.leaf.sibling_written,
+// bt.split.leaf.linked, bt.split.internal.sibling_written,
+// bt.split.internal.linked and bt.root.written (SMART-BT's page locks and
+// splits, apps/btree/lock_table.cc, operations.cc, split.cc).
 #pragma once
 
 #include <atomic>

@@ -1,0 +1,237 @@
+// SMART-BT: the public façade. A call finds the calling thread's context
+// and hands the work to Ops, whose rooms are listed in tree_internal.h.
+#include "btree.h"
+
+#include <algorithm>
+
+#include "tree_internal.h"
+
+namespace smart::btree {
+
+const Status& NotFoundStatus() {
+  static const Status s = Status::NotFound("key not found");
+  return s;
+}
+
+Status Ops::alloc_task_buffers(TaskBuffers& tb, TaskBuffers** out) {
+  const size_t block_bytes = kMaxBlockUnits * kBlockUnit;
+  char* area = static_cast<char*>(in_.alloc_cache(2 * kPageSize + kLineSize + 2 * block_bytes + 16 * 8));
+  if (area == nullptr) return Status::OutOfMemory("B+tree: the initiator cache is exhausted");
+  tb.page = area;
+  tb.right = area + kPageSize;
+  tb.line = tb.right + kPageSize;
+  tb.block = tb.line + kLineSize;
+  tb.new_block = tb.block + block_bytes;
+  tb.words = reinterpret_cast<uint64_t*>(tb.new_block + block_bytes);
+  *out = &tb;
+  return Status::OK();
+}
+
+namespace {
+
+std::atomic<uint64_t> g_next_tree_id{1};
+
+struct LastContext {
+  uint64_t tree_id = 0;
+  BTree::ThreadContext* context = nullptr;
+};
+thread_local LastContext tls_last_context;
+
+}  // namespace
+
+BTree::BTree(Initiator& initiator, const SmartConfig& config, int nodes, const TreeOptions& options)
+    : initiator_(initiator), config_(config), options_(options), id_(g_next_tree_id.fetch_add(1)), nodes_(nodes) {
+  if (nodes < 1 || nodes > kMaxNodes) throw Error("B+tree: the number of memory nodes must be within 1..256");
+  if (options_.speculative_cache_entries & (options_.speculative_cache_entries - 1)) {
+    throw Error("B+tree: speculative_cache_entries must be a power of two");
+  }
+  for (int i = 0; i < nodes; ++i) {
+    if (!initiator_.connected(static_cast<node_t>(i))) {
+      throw Error("B+tree: memory node " + std::to_string(i) + " is not connected");
+    }
+  }
+  OpenTree(initiator_, nodes_, options_.lease, &lock_tables_, &root_word_);
+  if (options_.hocl) local_locks_ = std::make_unique<LocalLocks>(nodes_);
+}
+
+BTree::~BTree() = default;
+
+BTree::ThreadContext& BTree::context() {
+  LastContext& last = tls_last_context;
+  if (__builtin_expect(last.tree_id == id_, 1)) return *last.context;
+  ThreadContext& tc = context_slow();
+  last.tree_id = id_;
+  last.context = &tc;
+  return tc;
+}
+
+BTree::ThreadContext& BTree::context_slow() {
+  const int id = ThreadId();
+  ThreadContext* tc = contexts_[id].get();
+  if (tc != nullptr) return *tc;
+  std::lock_guard<std::mutex> lock(contexts_mutex_);
+  contexts_[id] = std::make_unique<ThreadContext>(config_, options_.index_cache_pages);
+  tc = contexts_[id].get();
+  BlockPoolOptions pool;
+  pool.unit = kBlockUnit;
+  pool.max_units = kMaxBlockUnits;
+  pool.arena_bytes = kBlockArenaBytes;
+  pool.grace_ns = options_.reclaim_grace_ns;
+  pool.tag_bits = 4;
+  tc->blocks = std::make_unique<BlockPool>(initiator_, pool);
+  if (options_.speculative_lookup && options_.speculative_cache_entries > 0) {
+    tc->speculative.resize(options_.speculative_cache_entries);
+    tc->speculative_mask = options_.speculative_cache_entries - 1;
+  }
+  for (int i = 0; i < nodes_; ++i) tc->sessions.push_back(initiator_.session(static_cast<node_t>(i)));
+  if (local_locks_) tc->waker.mailbox = &local_locks_->mailboxes[id];
+  // Threads start placing new pages on different blades.
+  tc->next_node = static_cast<uint32_t>(id);
+  return *tc;
+}
+
+Status BTree::search(uint64_t key, std::string* value) {
+  ThreadContext& tc = context();
+  // The speculative entry is a likely cache miss: start loading it now.
+  if (!tc.speculative.empty()) __builtin_prefetch(&tc.speculative[MixKey(key) & tc.speculative_mask]);
+  ++tc.stats.operations;
+  Ops ops(*this, tc);
+  return ops.search(key, value);
+}
+
+Status BTree::insert(uint64_t key, std::string_view value) {
+  ThreadContext& tc = context();
+  ++tc.stats.operations;
+  Ops ops(*this, tc);
+  return ops.write(key, WriteMode::kUpsert, value, nullptr);
+}
+
+Status BTree::update(uint64_t key, std::string_view value) {
+  ThreadContext& tc = context();
+  ++tc.stats.operations;
+  Ops ops(*this, tc);
+  return ops.write(key, WriteMode::kUpdate, value, nullptr);
+}
+
+Status BTree::read_modify_write(uint64_t key, const std::function<void(std::string*)>& modify) {
+  ThreadContext& tc = context();
+  ++tc.stats.operations;
+  Ops ops(*this, tc);
+  return ops.write(key, WriteMode::kReadModifyWrite, std::string_view(), &modify);
+}
+
+Status BTree::remove(uint64_t key) {
+  ThreadContext& tc = context();
+  ++tc.stats.operations;
+  Ops ops(*this, tc);
+  return ops.remove(key);
+}
+
+Status BTree::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, std::string>>* out) {
+  ThreadContext& tc = context();
+  ++tc.stats.operations;
+  Ops ops(*this, tc);
+  return ops.scan(start, count, out);
+}
+
+Status BTree::height(int* levels) {
+  Ops ops(*this, context());
+  TaskBuffers* tb = nullptr;
+  Status s = ops.task_buffers(&tb);
+  if (!s.ok()) return s;
+  GlobalAddress root;
+  s = ops.root(true, &root);
+  if (!s.ok()) return s;
+  s = ops.read_page(root, tb->page);
+  if (!s.ok()) return s;
+  *levels = DecodeHeader(tb->page).level + 1;
+  return Status::OK();
+}
+
+Status BTree::leaf_of(uint64_t key, GlobalAddress* page) {
+  Ops ops(*this, context());
+  TaskBuffers* tb = nullptr;
+  Status s = ops.task_buffers(&tb);
+  if (!s.ok()) return s;
+  Path path;
+  return ops.descend(key, 0, tb->page, &path, page);
+}
+
+Status BTree::check_leaves(uint64_t* keys) {
+  *keys = 0;
+  Ops ops(*this, context());
+  TaskBuffers* tb = nullptr;
+  Status s = ops.task_buffers(&tb);
+  if (!s.ok()) return s;
+  Path path;
+  GlobalAddress leaf;
+  s = ops.descend(0, 0, tb->page, &path, &leaf);
+  if (!s.ok()) return s;
+  uint64_t expected_min = 0;
+  LeafEntry entries[kPageEntries];
+  for (uint64_t pages = 0;; ++pages) {
+    const PageHeader h = DecodeHeader(tb->page);
+    const std::string where = "leaf " + std::to_string(pages) + " at " + leaf.to_string();
+    if (!h.is_leaf()) return Status::Internal(where + " is not a leaf");
+    if (h.min != expected_min) {
+      return Status::Internal(where + " starts at " + std::to_string(h.min) + ", its left neighbour ends at " +
+                              std::to_string(expected_min));
+    }
+    const int n = CollectLeafEntries(tb->page, entries);
+    std::sort(entries, entries + n, [](const LeafEntry& a, const LeafEntry& b) { return a.key < b.key; });
+    for (int i = 0; i < n; ++i) {
+      if (!h.covers(entries[i].key)) return Status::Internal(where + " holds key " + std::to_string(entries[i].key) + " outside its fences");
+      if (i > 0 && entries[i].key == entries[i - 1].key) {
+        return Status::Internal(where + " holds key " + std::to_string(entries[i].key) + " twice");
+      }
+    }
+    *keys += static_cast<uint64_t>(n);
+    if (h.unbounded) {
+      if (!h.sibling.is_null()) return Status::Internal(where + " has no upper fence but a sibling");
+      return Status::OK();
+    }
+    if (h.sibling.is_null()) return Status::Internal(where + " has an upper fence but no sibling");
+    if (h.max <= h.min) return Status::Internal(where + " has empty fences");
+    expected_min = h.max;
+    leaf = h.sibling;
+    s = ops.read_page(leaf, tb->page);
+    if (!s.ok()) return s;
+  }
+}
+
+TreeStats BTree::stats() const {
+  TreeStats t;
+  for (const auto& tc : contexts_) {
+    if (!tc) continue;
+    const TreeStats& s = tc->stats;
+    t.operations += s.operations;
+    t.round_trips += s.round_trips;
+    t.torn_reads += s.torn_reads;
+    t.lock_retries += s.lock_retries;
+    t.lock_takeovers += s.lock_takeovers;
+    t.handovers += s.handovers;
+    t.leaf_splits += s.leaf_splits;
+    t.internal_splits += s.internal_splits;
+    t.root_changes += s.root_changes;
+    t.moved_right += s.moved_right;
+    t.links_checked += s.links_checked;
+    t.cache_hits += s.cache_hits;
+    t.cache_invalidations += s.cache_invalidations;
+    t.speculative_hits += s.speculative_hits;
+    t.speculative_misses += s.speculative_misses;
+    const BlockPoolStats& b = tc->blocks->stats();
+    t.blocks_retired += b.blocks_retired;
+    t.blocks_reused += b.blocks_reused;
+  }
+  return t;
+}
+
+uint64_t BTree::total_retries() const {
+  uint64_t total = 0;
+  for (const auto& tc : contexts_) {
+    if (tc) total += tc->backoff.total_retries();
+  }
+  return total;
+}
+
+}  // namespace smart::btree

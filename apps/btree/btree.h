@@ -1,0 +1,130 @@
+// SMART-BT: a Sherman-style B+tree on disaggregated memory, reached only
+// through one-sided verbs of an Initiator (design: apps/btree/DESIGN.md).
+//
+// Semantics (each operation is linearizable per key):
+//   search  the value of a key, or kNotFound.
+//   insert  adds the key or replaces its value (upsert).
+//   update  replaces the value of an existing key, or kNotFound.
+//   read_modify_write  update with a value computed from the current one.
+//   remove  deletes the key (never found again; its entry is reused), or
+//           kNotFound.
+//   scan    up to `count` pairs from the first key >= start, in key order,
+//           each key once. Not a snapshot: a key written during the scan may
+//           or may not be seen, a key present throughout always is.
+// Keys are any uint64_t. Values of up to 8 bytes live in the leaf; longer
+// ones (up to kMaxValueBytes) in a block with a checksum.
+//
+// Threads and tasks: any number of threads (each with its own queue pairs on
+// the Initiator) and tasks per thread may call in at once. Data-path calls
+// return Status and never throw.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "smart/config.h"
+#include "smart/initiator.h"
+#include "smart/remote_lock.h"
+#include "smart/status.h"
+
+namespace smart::btree {
+
+struct TreeOptions {
+  // Hierarchical lock (HOCL): a local lock of this client in front of every
+  // remote lock; the remote lock passes to a local waiter up to 8 times in
+  // a row without a release and a CAS.
+  bool hocl = true;
+  bool speculative_lookup = false;
+  // Entries of each thread's speculative-lookup cache (power of two).
+  size_t speculative_cache_entries = size_t{1} << 20;
+  // Level-1 pages each thread's index cache holds at most (0: no cache).
+  size_t index_cache_pages = 4096;
+  // A retired value block is reused only after this long.
+  uint64_t reclaim_grace_ns = 20000000;
+  // The page locks' and the build claim's lease: a holder that stopped is
+  // taken over after this (at once when the blade saw its session close).
+  LeaseOptions lease;
+  // An operation that keeps meeting the same obstacle (a torn page, a lock
+  // held by a live client) for this long fails with kTimedOut.
+  uint64_t retry_timeout_ns = 10000000000;
+};
+
+// Counters of one thread, summed by BTree::stats().
+struct TreeStats {
+  uint64_t operations = 0;        // public calls
+  uint64_t round_trips = 0;       // doorbells the calls waited for
+  uint64_t torn_reads = 0;        // pages or lines that failed their check, read again
+  uint64_t lock_retries = 0;      // lock CASes that found the word held
+  uint64_t lock_takeovers = 0;    // locks taken from a dead or stopped holder
+  uint64_t handovers = 0;         // locks passed to a local waiter without a CAS
+  uint64_t leaf_splits = 0;
+  uint64_t internal_splits = 0;
+  uint64_t root_changes = 0;      // new roots this client installed
+  uint64_t moved_right = 0;       // sibling hops after a page's fence
+  uint64_t links_checked = 0;     // separators of moved-right leaves a writer made sure of
+  uint64_t cache_hits = 0;        // index-cache hits
+  uint64_t cache_invalidations = 0;
+  uint64_t speculative_hits = 0;
+  uint64_t speculative_misses = 0;
+  uint64_t blocks_retired = 0;
+  uint64_t blocks_reused = 0;
+};
+
+class BTree {
+ public:
+  // Opens the tree on memory nodes 0 .. nodes-1 of `initiator` (connected)
+  // under the named root "btree", building what nobody built yet. Pages are
+  // spread over all of them. Call outside a task. Throws smart::Error.
+  BTree(Initiator& initiator, const SmartConfig& config, int nodes, const TreeOptions& options);
+  ~BTree();
+  BTree(const BTree&) = delete;
+  BTree& operator=(const BTree&) = delete;
+
+  Status search(uint64_t key, std::string* value);
+  Status insert(uint64_t key, std::string_view value);
+  Status update(uint64_t key, std::string_view value);
+  Status read_modify_write(uint64_t key, const std::function<void(std::string*)>& modify);
+  Status remove(uint64_t key);
+  Status scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, std::string>>* out);
+
+  int nodes() const { return nodes_; }
+  TreeStats stats() const;
+  uint64_t total_retries() const;
+
+  // --- Inspection, for tests and tools (not on the data path). ---
+  // Height of the tree (1: the root is a leaf), read from the root.
+  Status height(int* levels);
+  // Walks every leaf from the leftmost: keys in order, fences chained, each
+  // key once. Returns the number of keys; an error names what is wrong.
+  Status check_leaves(uint64_t* keys);
+  // The leaf page holding `key` (or where it would go).
+  Status leaf_of(uint64_t key, GlobalAddress* page);
+
+  struct Meta;
+  struct ThreadContext;
+  struct LocalLocks;
+
+ private:
+  friend class Ops;
+  ThreadContext& context();
+  ThreadContext& context_slow();
+
+  Initiator& initiator_;
+  SmartConfig config_;
+  TreeOptions options_;
+  const uint64_t id_;
+  const int nodes_;
+  std::vector<GlobalAddress> lock_tables_;  // per node
+  GlobalAddress root_word_;                 // the root pointer, on node 0
+  std::unique_ptr<LocalLocks> local_locks_; // HOCL
+  std::mutex contexts_mutex_;
+  std::unique_ptr<ThreadContext> contexts_[kMaxThreads];
+};
+
+}  // namespace smart::btree

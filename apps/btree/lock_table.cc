@@ -1,0 +1,271 @@
+// SMART-BT page locks: a global lock table in every memory blade's memory,
+// one 8-byte word per hash of a page address, holding the framework's lock
+// word (owner session, thread, task, lease: include/smart/remote_lock.h), and
+// HOCL in front of it: a local lock per word shared by the client's
+// threads, so that its tasks queue locally (parked, in FIFO order) and the
+// remote word is handed from one local holder to the next (at most
+// kMaxHandovers times in a row) without a release and a CAS.
+//
+// Round trips: taking a free lock is one doorbell holding the CAS and the
+// page READ; releasing it is one doorbell holding the write-back and the
+// release CAS. The READ that follows a CAS on the same queue pair runs after
+// it at the blade, so the page it returns is the one the lock protects.
+//
+// A holder that died: LeaseWatch tells the waiter (the blade saw the
+// session close, or the word stood still for a lease); the waiter takes the
+// word over by CAS from exactly the value it saw. Every page write is one
+// work request of a whole page or line, so there is nothing to finish.
+#include <immintrin.h>
+
+#include "smart/fault_injection.h"
+#include "tree_internal.h"
+
+namespace smart::btree {
+
+namespace {
+
+class GuardLock {
+ public:
+  explicit GuardLock(LocalLock* local) : local_(local) {
+    while (local_->guard.exchange(true, std::memory_order_acquire)) _mm_pause();
+  }
+  ~GuardLock() { local_->guard.store(false, std::memory_order_release); }
+
+ private:
+  LocalLock* local_;
+};
+
+// Waits for the turn on `local`, parked (inside a task) or spinning
+// (outside one, where nothing else of the thread runs).
+void TakeTurn(BTree::LocalLocks& all, BTree::ThreadContext& tc, LocalLock* local) {
+  const int task = this_task::id();
+  const int me = ThreadId() * kMaxTasksPerThread + task;
+  {
+    GuardLock g(local);
+    if (!local->held) {
+      local->held = true;
+      return;
+    }
+    all.granted[me].store(false, std::memory_order_relaxed);
+    all.next[me] = -1;
+    if (local->tail < 0) {
+      local->head = me;
+    } else {
+      all.next[local->tail] = me;
+    }
+    local->tail = me;
+  }
+  if (task == 0) {
+    while (!all.granted[me].load(std::memory_order_acquire)) _mm_pause();
+    return;
+  }
+  TaskPool* pool = TaskPool::Current();
+  if (tc.waker.pool_serial != pool->serial()) {
+    pool->attach_poller(&tc.waker);
+    tc.waker.pool_serial = pool->serial();
+  }
+  ++tc.waker.parked;
+  while (!all.granted[me].load(std::memory_order_acquire)) this_task::wait();
+  --tc.waker.parked;
+}
+
+bool HasWaiters(LocalLock* local) {
+  GuardLock g(local);
+  return local->head >= 0;
+}
+
+// Passes the turn to the first waiter, or frees it.
+void PassTurn(BTree::LocalLocks& all, LocalLock* local) {
+  int next;
+  {
+    GuardLock g(local);
+    next = local->head;
+    if (next < 0) {
+      local->held = false;
+      return;
+    }
+    local->head = all.next[next];
+    if (local->head < 0) local->tail = -1;
+  }
+  all.granted[next].store(true, std::memory_order_release);
+  const int thread = next / kMaxTasksPerThread, task = next % kMaxTasksPerThread;
+  if (thread == ThreadId()) {
+    this_task::notify(task);
+  } else {
+    all.mailboxes[thread].bits[task / 64].fetch_or(uint64_t{1} << (task % 64), std::memory_order_release);
+  }
+}
+
+}  // namespace
+
+int LockWaker::poll() {
+  int woken = 0;
+  if (mailbox == nullptr) return 0;
+  for (auto& word : mailbox->bits) {
+    if (word.load(std::memory_order_relaxed) == 0) continue;
+    uint64_t bits = word.exchange(0, std::memory_order_acquire);
+    while (bits != 0) {
+      this_task::notify(64 * static_cast<int>(&word - mailbox->bits) + __builtin_ctzll(bits));
+      bits &= bits - 1;
+      ++woken;
+    }
+  }
+  return woken;
+}
+
+Status Ops::lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, RetryBound& bound, PageLock* lock) {
+  const node_t node = static_cast<node_t>(page.node);
+  lock->page = page;
+  lock->word = tree_.lock_tables_[node] + 8 * static_cast<uint64_t>(LockIndex(page));
+  lock->local = nullptr;
+  lock->held = false;
+  if (options_.hocl) {
+    LocalLock* local = &tree_.local_locks_->at(node, LockIndex(page));
+    TakeTurn(*tree_.local_locks_, tc_, local);
+    lock->local = local;
+    if (local->word != 0) {
+      // Handed over: the remote word is ours already.
+      lock->value = local->word;
+      lock->renewed_ns = local->renewed_ns;
+      lock->held = true;
+      ++tc_.stats.handovers;
+      Status s = in_.read(buf, page, kPageSize, Option::kNone);
+      if (s.ok()) s = sync();
+      if (!s.ok()) unlock(lock);
+      return s;
+    }
+  }
+  TaskBuffers* tb = nullptr;
+  Status s = task_buffers(&tb);
+  if (!s.ok()) return s;
+  auto give_up_local = [&] {
+    if (lock->local != nullptr) PassTurn(*tree_.local_locks_, lock->local);
+    lock->local = nullptr;
+  };
+  LockOwner owner;
+  owner.session = tc_.sessions[node];
+  owner.thread = static_cast<uint8_t>(ThreadId());
+  owner.task = static_cast<uint8_t>(this_task::id());
+  const uint64_t mine = EncodeLockWord(owner);
+  LeaseWatch watch(in_, node, tb->words + 8, options_.lease);
+  uint64_t expected = kLockFree;
+  for (;;) {
+    s = in_.compare_and_swap(tb->words, lock->word, expected, mine, Option::kNone);
+    if (s.ok()) s = in_.read(buf, page, kPageSize, Option::kNone);
+    if (s.ok()) s = sync();
+    if (!s.ok()) {
+      give_up_local();
+      return s;
+    }
+    const uint64_t old = tb->words[0];
+    if (old == expected) {
+      if (expected != kLockFree) ++tc_.stats.lock_takeovers;
+      break;
+    }
+    ++tc_.stats.lock_retries;
+    bool dead = false;
+    s = watch.observe(old, &dead);
+    if (!s.ok()) {
+      give_up_local();
+      return s;
+    }
+    if (dead) {
+      // Take the word over from exactly what the dead holder left.
+      expected = old;
+      continue;
+    }
+    expected = kLockFree;
+    bound.why = "a page lock stays held by a live client";
+    if (!bound.next()) {
+      give_up_local();
+      return bound.status();
+    }
+    if (lock->local != nullptr) {
+      // HOCL already queues this client's tasks: the one task that asks
+      // the blade retries at once (counted, not suspended), as upstream's
+      // HOCL does; an exponential backoff here only stalls the queue.
+      guard.retry_task(false);
+      this_task::yield();
+    } else {
+      guard.retry_task();
+    }
+  }
+  lock->value = mine;
+  lock->held = true;
+  lock->renewed_ns = MonotonicNs();
+  if (lock->local != nullptr) {
+    lock->local->word = mine;
+    lock->local->handovers = 0;
+    lock->local->renewed_ns = lock->renewed_ns;
+  }
+  FaultPoint("bt.lock.taken");
+  return Status::OK();
+}
+
+Status Ops::write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst, size_t length) {
+  if (!lock->held) return Status::Internal("B+tree: releasing a page lock that is not held");
+  TaskBuffers* tb = nullptr;
+  Status s = task_buffers(&tb);
+  if (!s.ok()) return s;
+  LocalLock* local = lock->local;
+  lock->held = false;
+  // A holder that took longer than a quarter of the lease renews before it
+  // writes: a stopped holder whose lease ran out learns it here and writes
+  // nothing (the word was taken over).
+  if (length > 0 && MonotonicNs() - lock->renewed_ns > options_.lease.lease_ns / 4) {
+    const uint64_t next = NextLease(lock->value);
+    s = in_.compare_and_swap(tb->words, lock->word, lock->value, next, Option::kNone);
+    if (s.ok()) s = sync();
+    if (s.ok() && tb->words[0] != lock->value) {
+      s = Status::LockLost("B+tree: the lock of page " + lock->page.to_string() + " was taken over (now " +
+                           DescribeLockWord(tb->words[0]) + "); this client was slower than the lease");
+    }
+    if (!s.ok()) {
+      if (local != nullptr) {
+        local->word = 0;
+        local->handovers = 0;
+        PassTurn(*tree_.local_locks_, local);
+      }
+      return s;
+    }
+    lock->value = next;
+    lock->renewed_ns = MonotonicNs();
+    if (local != nullptr) {
+      local->word = next;
+      local->renewed_ns = lock->renewed_ns;
+    }
+  }
+  if (local != nullptr) {
+    if (local->handovers < kMaxHandovers && HasWaiters(local)) {
+      if (length > 0) {
+        s = in_.write(src, dst, length, Option::kNone);
+        if (s.ok()) s = sync();
+      }
+      ++local->handovers;
+      if (!s.ok()) {
+        // The write failed: release the word remotely rather than hand it
+        // over (best effort; the connection to the blade may be gone).
+        (void)in_.compare_and_swap(tb->words, lock->word, lock->value, kLockFree, Option::kSync);
+        local->word = 0;
+        local->handovers = 0;
+      }
+      PassTurn(*tree_.local_locks_, local);
+      return s;
+    }
+  }
+  if (length > 0) s = in_.write(src, dst, length, Option::kNone);
+  if (s.ok()) s = in_.compare_and_swap(tb->words, lock->word, lock->value, kLockFree, Option::kNone);
+  if (s.ok()) s = sync();
+  if (s.ok() && tb->words[0] != lock->value) {
+    s = Status::LockLost("B+tree: the lock of page " + lock->page.to_string() + " was taken over before its release (now " +
+                         DescribeLockWord(tb->words[0]) + ")");
+  }
+  if (local != nullptr) {
+    local->word = 0;
+    local->handovers = 0;
+    PassTurn(*tree_.local_locks_, local);
+  }
+  return s;
+}
+
+}  // namespace smart::btree

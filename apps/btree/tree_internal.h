@@ -1,0 +1,321 @@
+// SMART-BT internals shared by the tree's rooms (not installed):
+//
+//   page.cc        page images: lines, headers, entries, split halves
+//   btree.cc       the public façade: per-thread contexts, BTree calls
+//   build.cc       building and opening the tree under the named root
+//   lock_table.cc  page locks: the remote lock table and HOCL
+//   index_cache.cc each thread's cache of level-1 pages
+//   lookup.cc      page reads, descent, search, speculative lookup, scan
+//   operations.cc  insert / update / upsert / read-modify-write / delete
+//   split.cc       leaf and internal splits, new roots
+#pragma once
+
+#include <atomic>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "btree.h"
+#include "page.h"
+#include "smart/block_pool.h"
+#include "smart/remote_lock.h"
+#include "smart/task.h"
+#include "smart/throttle.h"
+
+namespace smart::btree {
+
+constexpr char kRootName[] = "btree";
+constexpr uint64_t kMetaMagic = 0x534d4152542d4254ull;  // "SMART-BT"
+constexpr int kLockCount = 32768;
+constexpr int kMaxHandovers = 8;
+constexpr uint64_t kBlockArenaBytes = 256 * 1024;
+
+const Status& NotFoundStatus();
+
+// build.cc: opens (building where needed) the tree on blades 0..nodes-1;
+// fills each blade's lock table address and the root pointer word. Throws.
+void OpenTree(Initiator& in, int nodes, const LeaseOptions& lease, std::vector<GlobalAddress>* lock_tables,
+              GlobalAddress* root_word);
+
+// The per-blade meta block the named root "btree" points at.
+struct BTree::Meta {
+  uint64_t magic;
+  uint64_t lock_table;  // offset on this blade
+  uint64_t lock_count;
+  uint64_t root;        // blade 0: the root page (GlobalAddress raw); the root pointer word
+  uint64_t page_size;
+  uint64_t reserved[3];
+};
+static_assert(sizeof(BTree::Meta) == 64);
+constexpr size_t kRootWordOffset = 24;
+
+// HOCL: one local lock per remote lock word, shared by the client's
+// threads: a FIFO queue of the tasks that want the word. The holder passes
+// its turn, and with it the remote word, to the first waiter. Waiters park;
+// a waiter of another thread is woken through that thread's mailbox, which
+// its scheduler drains (LockWaker). The fields after `guard` belong to the
+// task whose turn it is, except the queue, which `guard` protects.
+struct LocalLock {
+  std::atomic<bool> guard{false};
+  bool held = false;        // some task has the turn
+  uint8_t handovers = 0;    // hand-overs in a row without a remote release
+  int32_t head = -1;        // waiting tasks (thread * kMaxTasksPerThread + task)
+  int32_t tail = -1;
+  uint64_t word = 0;        // the remote word while held remotely, else 0
+  uint64_t renewed_ns = 0;  // when the remote word was taken or renewed
+};
+
+// Tasks of one thread woken from other threads: one bit per task.
+struct alignas(64) LockMailbox {
+  std::atomic<uint64_t> bits[kMaxTasksPerThread / 64];
+};
+
+struct BTree::LocalLocks {
+  explicit LocalLocks(int nodes)
+      : locks(new LocalLock[static_cast<size_t>(nodes) * kLockCount]),
+        next(new int32_t[kMaxThreads * kMaxTasksPerThread]),
+        granted(new std::atomic<bool>[kMaxThreads * kMaxTasksPerThread]),
+        mailboxes(new LockMailbox[kMaxThreads]) {
+    for (int i = 0; i < kMaxThreads * kMaxTasksPerThread; ++i) granted[i].store(false, std::memory_order_relaxed);
+    for (int i = 0; i < kMaxThreads; ++i) {
+      for (auto& b : mailboxes[i].bits) b.store(0, std::memory_order_relaxed);
+    }
+  }
+  LocalLock& at(node_t node, uint32_t index) { return locks[static_cast<size_t>(node) * kLockCount + index]; }
+  std::unique_ptr<LocalLock[]> locks;
+  std::unique_ptr<int32_t[]> next;                // queue links, per waiter
+  std::unique_ptr<std::atomic<bool>[]> granted;  // per waiter: its turn came
+  std::unique_ptr<LockMailbox[]> mailboxes;       // per thread
+};
+
+// Drains the calling thread's mailbox between scheduler rounds, and tells
+// the scheduler that parked lock waiters can still be woken.
+class LockWaker : public CompletionPoller {
+ public:
+  int poll() override;
+  bool pending() const override { return parked > 0; }
+  LockMailbox* mailbox = nullptr;
+  int parked = 0;
+  uint64_t pool_serial = 0;  // the pool it is attached to
+};
+
+// Index of the lock of `page` in its blade's lock table.
+inline uint32_t LockIndex(GlobalAddress page) {
+  uint64_t h = page.raw * 0x9e3779b97f4a7c15ull;
+  h ^= h >> 29;
+  return static_cast<uint32_t>(h % kLockCount);
+}
+
+// Each thread's cache of level-1 pages (the parents of leaves), keyed by
+// their lower fence in a sorted array (a lookup is a binary search over
+// contiguous keys); least recently used pages go first.
+class IndexCache {
+ public:
+  explicit IndexCache(size_t capacity) : capacity_(capacity) {}
+  // The leaf for `key` from a cached page covering it; *min_key names the
+  // page (for invalidate). False on a miss.
+  bool lookup(uint64_t key, GlobalAddress* leaf, uint64_t* min_key);
+  // Caches a copy of a consistent level-1 page image.
+  void insert(const char* page);
+  void invalidate(uint64_t min_key);
+  size_t size() const { return mins_.size(); }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  struct Entry {
+    char image[kPageSize];
+    PageHeader header;
+    std::list<Entry*>::iterator lru;
+  };
+  // Position of `min` in mins_ (or where it would go).
+  size_t position(uint64_t min) const;
+  void erase_at(size_t i);
+
+  size_t capacity_;
+  std::vector<uint64_t> mins_;                   // sorted lower fences
+  std::vector<std::unique_ptr<Entry>> entries_;  // entries_[i] has mins_[i]
+  std::list<Entry*> lru_;                        // most recent first
+};
+
+// A key's place as a successful search found it: the leaf's address with
+// the entry's line (1..15) in the low bits (pages are 1024-byte aligned).
+struct SpeculativeEntry {
+  uint64_t key = 0;
+  uint64_t place = 0;  // 0: empty
+  GlobalAddress page() const { return GlobalAddress(place & ~uint64_t{kPageSize - 1}); }
+  int line() const { return static_cast<int>(place & (kPageSize - 1)); }
+};
+
+struct TaskBuffers {
+  char* page = nullptr;       // kPageSize
+  char* right = nullptr;      // kPageSize: a split's new page, a new root
+  char* line = nullptr;       // kLineSize
+  char* block = nullptr;      // a value block read
+  char* new_block = nullptr;  // a value block to write
+  uint64_t* words = nullptr;  // 16 words: CAS results, lock scratch
+};
+
+struct BTree::ThreadContext {
+  explicit ThreadContext(const SmartConfig& config, size_t cache_pages) : backoff(config), cache(cache_pages) {}
+  Backoff backoff;
+  std::unique_ptr<BlockPool> blocks;
+  std::vector<TaskBuffers> tasks = std::vector<TaskBuffers>(kMaxTasksPerThread);
+  IndexCache cache;
+  std::vector<SpeculativeEntry> speculative;
+  size_t speculative_mask = 0;
+  std::vector<SessionId> sessions;  // this client's session per blade
+  GlobalAddress root;               // the root page as last read
+  uint32_t next_node = 0;           // round robin of new pages
+  TreeStats stats;
+  LockWaker waker;  // HOCL wake-ups from other threads (lock_table.cc)
+};
+
+// A page whose fence sent a descent or a writer right: (left.max ->
+// right) is a separator the level above should hold.
+struct MissingLink {
+  GlobalAddress left;
+  uint64_t key = 0;
+  GlobalAddress right;
+  int level = 0;  // of left and right
+};
+
+// The pages visited by a descent, per level (null: not visited).
+struct Path {
+  GlobalAddress at[kMaxLevel + 1];
+  GlobalAddress root;  // the root the descent started from
+  int root_level = -1;
+  MissingLink internal_link;  // the first internal page the descent moved right from
+};
+
+// A page lock as its holder sees it.
+struct PageLock {
+  GlobalAddress page;
+  GlobalAddress word;
+  LocalLock* local = nullptr;  // HOCL entry, or nullptr
+  uint64_t value = 0;          // the held remote word
+  uint64_t renewed_ns = 0;     // when the word was taken or last renewed
+  bool held = false;
+};
+
+class Ops;
+
+// Bounds an operation's retries: after retry_timeout_ns of retrying it ends
+// with kTimedOut, naming the last obstacle (why).
+class RetryBound {
+ public:
+  explicit RetryBound(const TreeOptions& options) : options_(options) {}
+  // False once the bound is exceeded.
+  bool next() {
+    if (++attempts_ < 64) return true;
+    return next_slow();
+  }
+  Status status() const;
+  const char* why = "the operation kept retrying";
+
+ private:
+  bool next_slow();
+  const TreeOptions& options_;
+  uint64_t attempts_ = 0;
+  uint64_t since_ns_ = 0;
+};
+
+enum class WriteMode { kUpsert, kUpdate, kReadModifyWrite };
+
+
+class Ops {
+ public:
+  Ops(BTree& tree, BTree::ThreadContext& tc) : tree_(tree), in_(tree.initiator_), options_(tree.options_), tc_(tc) {}
+
+  Status task_buffers(TaskBuffers** out) {
+    TaskBuffers& tb = tc_.tasks[this_task::id()];
+    if (__builtin_expect(tb.page == nullptr, 0)) return alloc_task_buffers(tb, out);
+    *out = &tb;
+    return Status::OK();
+  }
+  BTree::ThreadContext& tc() { return tc_; }
+  const TreeOptions& options() const { return options_; }
+  // Posts what the task queued and waits (one round trip).
+  Status sync() {
+    ++tc_.stats.round_trips;
+    return in_.sync();
+  }
+
+  // ---- lookup.cc ----
+  // Reads a page and checks it, reading again while it is torn.
+  Status read_page(GlobalAddress page, char* buf);
+  // The root page (read from the root word when unknown or `refresh`).
+  Status root(bool refresh, GlobalAddress* out);
+  // Descends from the root to the page at `level` covering `key`; `buf`
+  // holds it (consistent). Records the path. kNotFound: the tree is lower
+  // than `level`.
+  Status descend(uint64_t key, int level, char* buf, Path* path, GlobalAddress* page);
+  // The leaf for `key`: from the index cache (then *cached is its page's
+  // min key and `buf` is not read) or by a descent (buf holds the leaf).
+  Status find_leaf(uint64_t key, char* buf, Path* path, GlobalAddress* leaf, bool* read, bool* from_cache,
+                   uint64_t* cached);
+  Status search(uint64_t key, std::string* value);
+  Status scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, std::string>>* out);
+  // The value of a leaf entry (reads its block); *torn when the block did
+  // not hold it (the leaf must be read again).
+  Status entry_value(const LeafEntry& e, TaskBuffers& tb, std::string* value, bool* torn);
+
+  // ---- operations.cc ----
+  Status write(uint64_t key, WriteMode mode, std::string_view value, const std::function<void(std::string*)>* modify);
+  Status remove(uint64_t key);
+
+  // ---- lock_table.cc ----
+  // Takes the page's lock and reads the page into `buf` (one doorbell with
+  // whatever the task queued; a hand-over costs the READ alone).
+  Status lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, RetryBound& bound, PageLock* lock);
+  // Writes `length` bytes of `src` to `dst` (if length > 0) and releases the
+  // lock, in one doorbell (or hands it to a local waiter after the write).
+  Status write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst, size_t length);
+  Status unlock(PageLock* lock) { return write_and_unlock(lock, nullptr, GlobalAddress(), 0); }
+
+  // ---- split.cc ----
+  // Splits the locked, full leaf `page` (image in tb.page) to make room for
+  // `entry`; unlocks it and inserts the separator into the parent.
+  Status split_leaf(PageLock* lock, TaskBuffers& tb, const LeafEntry& entry, Path* path, BackoffGuard& guard);
+  // Inserts (key -> child) into the page at `level` covering `key`, the
+  // parent of `left` (which just split).
+  Status insert_parent(int level, uint64_t key, GlobalAddress child, GlobalAddress left, Path* path,
+                       BackoffGuard& guard);
+  Status alloc_page(GlobalAddress* out);
+
+  // ---- value blocks (operations.cc) ----
+  Status alloc_block(node_t node, uint32_t units, Block* out);
+  void retire_block(const LeafEntry& e);
+
+  void speculative_put(uint64_t key, GlobalAddress page, int entry);
+  void speculative_erase(uint64_t key);
+
+ private:
+  Status alloc_task_buffers(TaskBuffers& tb, TaskBuffers** out);
+  Status internal_insert(GlobalAddress page, int level, uint64_t key, GlobalAddress child, Path* path,
+                         BackoffGuard& guard);
+  // After lock_and_read: the leaf for `key` is locked and its image in
+  // tb.page is consistent, else the lock is released and *leaf says where
+  // to try next (*again).
+  Status check_locked_leaf(uint64_t key, TaskBuffers& tb, PageLock* lock, Path* path, GlobalAddress* leaf,
+                           bool* from_cache, uint64_t cached, RetryBound& bound, bool* again, MissingLink* link);
+  // After a write whose way moved right past `link`, or past the first
+  // internal page of path->internal_link: makes sure the level above holds
+  // the separator (a splitter may have died before adding it).
+  void repair_links(const MissingLink& link, Path* path, BackoffGuard& guard);
+
+  BTree& tree_;
+  Initiator& in_;
+  const TreeOptions& options_;
+  BTree::ThreadContext& tc_;
+};
+
+inline uint64_t MixKey(uint64_t key) {
+  key ^= key >> 33;
+  key *= 0xff51afd7ed558ccdull;
+  key ^= key >> 33;
+  return key;
+}
+
+}  // namespace smart::btree

@@ -1,0 +1,18 @@
+# SMART-BT tests: unit tests (GoogleTest, memory blades inside the process)
+# and multi-process integration tests (test/integration/btree_*.sh).
+add_executable(btree_unit_tests
+  unit/btree_failure_test.cc
+  unit/btree_page_test.cc
+  unit/btree_tree_test.cc)
+target_link_libraries(btree_unit_tests PRIVATE smart_btree GTest::gtest GTest::gtest_main)
+target_include_directories(btree_unit_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit)
+gtest_discover_tests(btree_unit_tests PROPERTIES LABELS unit TIMEOUT 120)
+
+foreach(name writers structure faults bench)
+  add_test(NAME integration.btree_${name}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/btree_${name}.sh)
+  set_tests_properties(integration.btree_${name} PROPERTIES
+    LABELS integration
+    TIMEOUT 180
+    ENVIRONMENT "SMART_BIN=${CMAKE_BINARY_DIR}/bin;SMART_SOURCE=${PROJECT_SOURCE_DIR}")
+endforeach()

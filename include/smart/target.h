@@ -73,4 +73,11 @@ void InstallTerminationHandlers();
 // True once SIGINT or SIGTERM arrived (after InstallTerminationHandlers).
 bool TerminationRequested();
 
+// The whole main() of an application's memory-blade program (e.g.
+// hashtable_backend): options CONFIG, --port, --capacity and --backing over
+// backend.json, "listening on port N" on stdout, serving until SIGINT or
+// SIGTERM. Returns the exit status: 0, 1 (a runtime failure) or 2 (a usage
+// error). `program` names it in messages; `description` heads --help.
+int RunMemoryBladeMain(int argc, char** argv, const char* program, const char* description);
+
 }  // namespace smart

@@ -4,10 +4,13 @@
 // provider per post and per poll.
 #pragma once
 
+#include <arpa/inet.h>
+#include <errno.h>
 #include <infiniband/verbs.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -124,5 +127,27 @@ class VerbsDevice final : public Device {
 // Name of the kernel driver behind `device` ("mlx5_core", "rdma_rxe", "siw",
 // ...), or "" when it cannot be told.
 std::string DriverName(ibv_device* device);
+
+// Helpers shared by the provider's files.
+
+// "ibv_reg_mr: Cannot allocate memory": a verb's name and errno.
+inline std::string VerbError(const char* verb, int error) { return std::string(verb) + ": " + strerror(error); }
+
+// Providers differ: some set errno and return NULL, some return a positive
+// or negative errno value.
+inline int ErrnoOr(int fallback) { return errno != 0 ? errno : fallback; }
+
+inline std::string GidString(const ibv_gid& gid) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET6, gid.raw, text, sizeof(text));
+  return text;
+}
+
+inline bool IsZero(const uint8_t* bytes, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (bytes[i] != 0) return false;
+  }
+  return true;
+}
 
 }  // namespace smart::verbs

@@ -184,6 +184,7 @@ TableStats HashTable::stats() const {
     const TableStats& s = tc->stats;
     total.torn_reads += s.torn_reads;
     total.stale_directory += s.stale_directory;
+    total.torn_buckets += s.torn_buckets;
     total.cas_failures += s.cas_failures;
     total.duplicates_removed += s.duplicates_removed;
     total.splits += s.splits;

@@ -69,6 +69,7 @@ struct TableOptions {
 struct TableStats {
   uint64_t torn_reads = 0;         // blocks that failed their checksum and were re-read
   uint64_t stale_directory = 0;    // directory refreshes after a stale bucket header
+  uint64_t torn_buckets = 0;       // buckets read half rewritten by a split, and re-read
   uint64_t cas_failures = 0;       // slot CASes that lost a race
   uint64_t duplicates_removed = 0; // copies of a key cleared after racing inserts
   uint64_t splits = 0;             // subtables this client split

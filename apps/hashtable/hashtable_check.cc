@@ -122,9 +122,10 @@ class Checker {
       return 1;
     }
     const hashtable::TableStats s = table_->stats();
-    printf("hashtable_check %s: ok (torn reads %" PRIu64 ", stale directory %" PRIu64 ", CAS failures %" PRIu64
+    printf("hashtable_check %s: ok (torn reads %" PRIu64 ", torn buckets %" PRIu64 ", stale directory %" PRIu64
+           ", CAS failures %" PRIu64
            ", splits %" PRIu64 ", splits of dead clients finished %" PRIu64 ", retired %" PRIu64 ", reused %" PRIu64 ")\n",
-           what.c_str(), s.torn_reads, s.stale_directory, s.cas_failures, s.splits, s.splits_recovered,
+           what.c_str(), s.torn_reads, s.torn_buckets, s.stale_directory, s.cas_failures, s.splits, s.splits_recovered,
            s.blocks_retired, s.blocks_reused);
     return 0;
   }

@@ -192,6 +192,22 @@ inline uint64_t SlotWithParity(uint64_t slot, int depth) {
 }
 inline uint64_t EmptySlot(int local_depth) { return static_cast<uint64_t>(local_depth & 0x3f) << 8; }
 
+// True when an unfrozen slot agrees with the local depth of its bucket's
+// header: an empty slot carries that depth, a full one its parity. Every
+// write of a slot keeps this, so a bucket whose slots disagree with its
+// header was read while a split rewrote it (a READ is atomic only per 8-byte
+// word: the old header can come with rewritten slots), or is corrupt. A
+// writer must not act on such a read: an empty slot rewritten by the split
+// would take, by CAS, a key that the old header accepts but that the split
+// moved to the new subtable, where nobody would find it. Frozen slots
+// predate the rewrite and make writers wait anyway.
+inline bool SlotAgreesWithHeader(uint64_t slot, uint64_t header) {
+  if (SlotFrozen(slot)) return true;
+  const int depth = HeaderDepth(header);
+  if (SlotEmpty(slot)) return slot == EmptySlot(depth);
+  return ((slot & kParityBit) != 0) == ((depth & 1) != 0);
+}
+
 // KV block: header, key, value, zero padding, CRC-32C of everything before
 // the last 4 bytes. The tag repeats the slot's tag.
 struct BlockHeader {

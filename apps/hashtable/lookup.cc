@@ -11,7 +11,7 @@
 namespace smart::hashtable {
 
 Status Ops::read_candidates(int si, const Shard& sh, const KeyHash& h, TaskBuffers& tb, View* v,
-                            bool* stale) {
+                            bool* stale, bool* torn) {
   Status s = dir_entry(si, sh, h.dir_bits(), &v->dir_entry);
   if (!s.ok()) return s;
   const uint64_t sub = DirEntryOffset(v->dir_entry);
@@ -30,6 +30,7 @@ Status Ops::read_candidates(int si, const Shard& sh, const KeyHash& h, TaskBuffe
   const int order[kCandidateBuckets][2] = {{0, main0}, {1, main1}, {0, 1 - main0}, {1, 1 - main1}};
   v->count = 0;
   *stale = false;
+  *torn = false;
   for (const auto& o : order) {
     const uint64_t offset = v->pair_offset[o[0]] + kBucketSize * static_cast<uint64_t>(o[1]);
     bool seen = false;
@@ -38,6 +39,9 @@ Status Ops::read_candidates(int si, const Shard& sh, const KeyHash& h, TaskBuffe
     v->bucket_offset[v->count] = offset;
     v->word_base[v->count] = o[0] * 16 + o[1] * 8;
     if (!HeaderAccepts(v->header(v->count), h.dir_bits())) *stale = true;
+    for (int j = 0; j < kSlotsPerBucket; ++j) {
+      if (!SlotAgreesWithHeader(v->slot(v->count, j), v->header(v->count))) *torn = true;
+    }
     ++v->count;
   }
   return Status::OK();
@@ -117,10 +121,18 @@ Status Ops::locate(int si, const Shard& sh, std::string_view key, const KeyHash&
                    BackoffGuard* g, View* v, FindResult* r) {
   RetryBound bound(*this, si, sh);
   for (; bound.more(); bound.next()) {
-    bool stale;
-    Status s = read_candidates(si, sh, h, tb, v, &stale);
+    bool stale, torn;
+    Status s = read_candidates(si, sh, h, tb, v, &stale, &torn);
     if (!s.ok()) return s;
-    if (!stale) return find_key(sh, key, h, *v, tb, r);
+    if (!stale && !torn) return find_key(sh, key, h, *v, tb, r);
+    if (!stale) {
+      // Read while a split rewrote a bucket: read again once it is done.
+      ++tc_.stats.torn_buckets;
+      bound.why = "a bucket's slots disagree with its header's depth (the bucket is corrupt)";
+      if (g != nullptr) g->retry_task();
+      this_task::yield();
+      continue;
+    }
     bound.why = "the key's bucket headers reject it under the current directory";
     s = handle_stale(si, sh, h, v->dir_entry, g);
     if (!s.ok()) return s;

@@ -183,7 +183,9 @@ class Ops {
 
   // Reads the key's candidate buckets (with whatever the task queued before,
   // in the same doorbell). *stale: a bucket header rejects the key.
-  Status read_candidates(int si, const Shard& sh, const KeyHash& h, TaskBuffers& tb, View* v, bool* stale);
+  // *torn: a bucket's slots disagree with its header (SlotAgreesWithHeader).
+  Status read_candidates(int si, const Shard& sh, const KeyHash& h, TaskBuffers& tb, View* v, bool* stale,
+                         bool* torn);
   // After a stale header: refresh the directory; wait a little if a split
   // is between rewriting the old subtable and publishing the new one.
   Status handle_stale(int si, const Shard& sh, const KeyHash& h, uint64_t used_entry, BackoffGuard* g);

@@ -3,6 +3,7 @@
 #include "btree.h"
 
 #include <algorithm>
+#include <random>
 
 #include "tree_internal.h"
 
@@ -72,6 +73,7 @@ BTree::ThreadContext& BTree::context_slow() {
   std::lock_guard<std::mutex> lock(contexts_mutex_);
   contexts_[id] = std::make_unique<ThreadContext>(config_, options_.index_cache_pages);
   tc = contexts_[id].get();
+  tc->next_lock_lease = static_cast<uint32_t>(std::random_device()());
   BlockPoolOptions pool;
   pool.unit = kBlockUnit;
   pool.max_units = kMaxBlockUnits;

@@ -24,6 +24,10 @@ namespace smart::btree {
 
 namespace {
 
+// Lease counters between two acquisitions of one thread (ThreadContext::
+// next_lock_lease).
+constexpr uint32_t kLeaseStride = 64;
+
 class GuardLock {
  public:
   explicit GuardLock(LocalLock* local) : local_(local) {
@@ -146,6 +150,9 @@ Status Ops::lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, Re
   owner.session = tc_.sessions[node];
   owner.thread = static_cast<uint8_t>(ThreadId());
   owner.task = static_cast<uint8_t>(this_task::id());
+  // Room for kLeaseStride - 1 renewals before the thread's next acquisition.
+  owner.lease = tc_.next_lock_lease;
+  tc_.next_lock_lease += kLeaseStride;
   const uint64_t mine = EncodeLockWord(owner);
   LeaseWatch watch(in_, node, tb->words + 8, options_.lease);
   uint64_t expected = kLockFree;

@@ -170,6 +170,10 @@ struct BTree::ThreadContext {
   uint32_t next_node = 0;           // round robin of new pages
   TreeStats stats;
   LockWaker waker;  // HOCL wake-ups from other threads (lock_table.cc)
+  // The lease counter of this thread's next page-lock word (lock_table.cc):
+  // each acquisition takes a new value, so a waiter never mistakes a later
+  // acquisition for a holder whose word stood still.
+  uint32_t next_lock_lease = 0;
 };
 
 // A page whose fence sent a descent or a writer right: (left.max ->
@@ -202,9 +206,13 @@ struct PageLock {
 class Ops;
 
 // Bounds an operation's retries: after retry_timeout_ns of retrying it ends
-// with kTimedOut, naming the last obstacle (why).
+// with kTimedOut, naming the last obstacle (why). Only time spent retrying
+// counts: a gap between two attempts counts for at most kCountedGapNs, so a
+// process that was stopped or descheduled for seconds looks at the tree
+// again when it runs instead of giving up at once.
 class RetryBound {
  public:
+  static constexpr uint64_t kCountedGapNs = 100000000;  // 0.1 s
   explicit RetryBound(const TreeOptions& options) : options_(options) {}
   // False once the bound is exceeded.
   bool next() {
@@ -218,7 +226,8 @@ class RetryBound {
   bool next_slow();
   const TreeOptions& options_;
   uint64_t attempts_ = 0;
-  uint64_t since_ns_ = 0;
+  uint64_t last_ns_ = 0;      // clock at the last slow attempt
+  uint64_t retrying_ns_ = 0;  // time counted against retry_timeout_ns
 };
 
 enum class WriteMode { kUpsert, kUpdate, kReadModifyWrite };

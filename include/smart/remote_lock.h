@@ -65,7 +65,9 @@ uint64_t NextLease(uint64_t word);
 
 struct LeaseOptions {
   // A holder whose word did not move for this long is taken to be dead. A
-  // holder renews after a quarter of it (renew_if_due).
+  // holder renews after a quarter of it (renew_if_due). A waiter can only
+  // tell that the word stood still when it looked at it at least every half
+  // lease (LeaseWatch).
   uint64_t lease_ns = 2000000000;
   // How often a waiter re-reads the holder's session word.
   uint64_t session_check_ns = 10000000;
@@ -81,8 +83,11 @@ class LeaseWatch {
   LeaseWatch(Initiator& initiator, node_t node, uint64_t* scratch, const LeaseOptions& options);
 
   // Feeds the word's current value. *dead: its holder's session ended, or
-  // the value stood still for a whole lease. A value that is not a held lock
-  // word (e.g. a state of the caller's own) can only expire.
+  // the value stood still for a whole lease: every observation over a lease
+  // saw it, none more than half a lease after the one before (a watcher
+  // that looked away longer cannot tell a word that stood still from one
+  // that moved and came back). A value that is not a held lock word (e.g. a
+  // state of the caller's own) can only expire.
   Status observe(uint64_t observed, bool* dead);
   // Time since the current value was first seen.
   uint64_t unchanged_ns() const;
@@ -99,6 +104,7 @@ class LeaseWatch {
   uint64_t last_ = 0;
   bool seen_ = false;
   uint64_t since_ns_ = 0;
+  uint64_t observed_ns_ = 0;  // when observe() last ran
   uint64_t last_check_ns_ = 0;
   bool by_session_ = false;
 };
@@ -151,7 +157,8 @@ class RemoteLock {
   // The 16 bytes of registered scratch the lock uses (free between calls).
   uint64_t* scratch() const { return scratch_; }
 
-  // The owner word (lease 0) the calling thread and task use on `node`.
+  // The owner (session, thread, task) the calling thread and task use on
+  // `node`; the lease counter is the lock's own.
   static LockOwner Owner(Initiator& initiator, node_t node);
 
  private:
@@ -162,6 +169,12 @@ class RemoteLock {
   uint64_t* scratch_;
   LeaseOptions options_;
   uint64_t mine_;  // owner word with lease 0
+  // The lease counter of this lock's next word. Every word it writes (an
+  // acquisition or a renewal) takes the next value, so its words do not
+  // come back until the 23-bit counter wraps: a waiter that saw a word
+  // earlier never mistakes a later acquisition for a holder that stood
+  // still. It starts at a random value.
+  uint32_t next_lease_;
   uint64_t word_ = 0;
   uint64_t last_seen_ = 0;
   bool held_ = false;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <random>
 #include <thread>
 
 #include "smart/task.h"
@@ -75,6 +76,21 @@ uint64_t NextLease(uint64_t word) {
   return (word & ~(kLockLeaseMask << kLockLeaseShift)) | (lease << kLockLeaseShift);
 }
 
+namespace {
+
+uint64_t WithLease(uint64_t word, uint32_t lease) {
+  return (word & ~(kLockLeaseMask << kLockLeaseShift)) | ((uint64_t{lease} & kLockLeaseMask) << kLockLeaseShift);
+}
+
+uint32_t LeaseOf(uint64_t word) { return static_cast<uint32_t>((word >> kLockLeaseShift) & kLockLeaseMask); }
+
+uint32_t RandomLease() {
+  std::random_device random;
+  return static_cast<uint32_t>(random()) & kLockLeaseMask;
+}
+
+}  // namespace
+
 // ---------------------------------------------------------------------------
 // LeaseWatch
 
@@ -96,7 +112,11 @@ Status LeaseWatch::observe(uint64_t observed, bool* dead) {
   *dead = false;
   by_session_ = false;
   const uint64_t now = MonotonicNs();
-  const bool changed = !seen_ || observed != last_;
+  // Looked away for more than half a lease: the word may have moved and
+  // come back meanwhile, so its stand-still starts over.
+  const bool looked_away = seen_ && now - observed_ns_ > options_.lease_ns / 2;
+  observed_ns_ = now;
+  const bool changed = !seen_ || observed != last_ || looked_away;
   if (changed) {
     seen_ = true;
     last_ = observed;
@@ -139,6 +159,7 @@ RemoteLock::RemoteLock(Initiator& initiator, GlobalAddress word, uint64_t* scrat
       scratch_(scratch),
       options_(options),
       mine_(EncodeLockWord(LockOwner{owner.session, owner.thread, owner.task, 0})),
+      next_lease_(RandomLease()),
       watch_(initiator, static_cast<node_t>(word.node), scratch + 1, options) {}
 
 Status RemoteLock::cas(uint64_t expected, uint64_t desired, uint64_t* old) {
@@ -154,14 +175,16 @@ Status RemoteLock::try_acquire(bool* acquired, LockAcquireInfo* info) {
     return Status::InvalidArgument("remote lock at " + address_.to_string() + ": this client has no session on memory node " +
                                    std::to_string(address_.node));
   }
+  const uint64_t desired = WithLease(mine_, next_lease_);
   uint64_t old;
-  Status s = cas(kLockFree, mine_, &old);
+  Status s = cas(kLockFree, desired, &old);
   if (!s.ok()) return s;
   last_seen_ = old;
   if (old >> 63) return Status::OK();
   if (old == kLockFree) {
     *acquired = true;
-    word_ = mine_;
+    word_ = desired;
+    next_lease_ = LeaseOf(desired) + 1;
     held_ = true;
     renewed_ns_ = MonotonicNs();
     return Status::OK();
@@ -172,7 +195,7 @@ Status RemoteLock::try_acquire(bool* acquired, LockAcquireInfo* info) {
   // The holder is gone: take the word over from exactly what it left, so
   // that of several waiters only one succeeds.
   uint64_t again;
-  s = cas(old, mine_, &again);
+  s = cas(old, desired, &again);
   if (!s.ok()) return s;
   if (again != old) {
     last_seen_ = again;
@@ -181,7 +204,8 @@ Status RemoteLock::try_acquire(bool* acquired, LockAcquireInfo* info) {
     return watch_.observe(again, &ignored);
   }
   *acquired = true;
-  word_ = mine_;
+  word_ = desired;
+  next_lease_ = LeaseOf(desired) + 1;
   held_ = true;
   renewed_ns_ = MonotonicNs();
   if (info != nullptr) {
@@ -217,10 +241,11 @@ Status RemoteLock::acquire(LockAcquireInfo* info, BackoffGuard* guard) {
 
 Status RemoteLock::renew() {
   if (!held_) return Status::LockLost("remote lock at " + address_.to_string() + " is not held");
-  const uint64_t next = NextLease(word_);
+  const uint64_t next = WithLease(word_, next_lease_);
   uint64_t old;
   Status s = cas(word_, next, &old);
   if (!s.ok()) return s;
+  next_lease_ = LeaseOf(next) + 1;
   if (old != word_) {
     held_ = false;
     return Status::LockLost("remote lock at " + address_.to_string() + " was taken over (now " + DescribeLockWord(old) +

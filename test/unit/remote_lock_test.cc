@@ -104,8 +104,9 @@ TEST_F(RemoteLockTest, SecondClientWaitsUntilRelease) {
   bool acquired = true;
   ASSERT_TRUE(lb.try_acquire(&acquired).ok());
   EXPECT_FALSE(acquired);
+  const uint32_t lease = DecodeLockWord(*remote_word(kLockOffset)).lease;
   ASSERT_TRUE(la.renew().ok());
-  EXPECT_EQ(DecodeLockWord(*remote_word(kLockOffset)).lease, 1u);
+  EXPECT_EQ(DecodeLockWord(*remote_word(kLockOffset)).lease, (lease + 1) & kLockLeaseMask);
   ASSERT_TRUE(la.release().ok());
   EXPECT_EQ(*remote_word(kLockOffset), kLockFree);
   LockAcquireInfo info;
@@ -180,6 +181,52 @@ TEST_F(RemoteLockTest, LiveRenewingHolderIsNotTakenOver) {
   EXPECT_EQ(s.code(), Status::Code::kTimedOut) << s.ToString();
   EXPECT_NE(s.message().find("session"), std::string::npos) << s.message();
   EXPECT_FALSE(lost);
+}
+
+// A holder's words never come back soon: each acquisition and renewal
+// takes the lock's next lease value, so a waiter that saw a word never
+// mistakes a later acquisition of the same client for a holder that stood
+// still since.
+TEST_F(RemoteLockTest, EveryWordALockWritesIsNew) {
+  auto a = Client();
+  RemoteLock la(*a, GlobalAddress(0, kLockOffset), Scratch(*a), ShortLease(1000));
+  std::vector<uint64_t> words;
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(la.acquire().ok());
+    words.push_back(*remote_word(kLockOffset));
+    ASSERT_TRUE(la.renew().ok());
+    words.push_back(*remote_word(kLockOffset));
+    ASSERT_TRUE(la.release().ok());
+  }
+  for (size_t i = 0; i < words.size(); ++i) {
+    ASSERT_TRUE(IsHeldLockWord(words[i])) << i;
+    EXPECT_EQ(words[i] & ~(kLockLeaseMask << kLockLeaseShift), words[0] & ~(kLockLeaseMask << kLockLeaseShift))
+        << "the owner is the same client, thread and task";
+    for (size_t j = 0; j < i; ++j) EXPECT_NE(words[i], words[j]) << "words " << j << " and " << i;
+  }
+}
+
+// A waiter that looked away for longer than half a lease cannot tell a word
+// that stood still from one that moved and came back: its clock starts over.
+TEST_F(RemoteLockTest, AWatcherThatLookedAwayStartsItsLeaseOver) {
+  auto b = Client();
+  const uint64_t word = 0x42ull << 40;  // session slot 0: not a held word, no session read
+  LeaseWatch watch(*b, 0, Scratch(*b), ShortLease(100));
+  bool dead = true;
+  ASSERT_TRUE(watch.observe(word, &dead).ok());
+  EXPECT_FALSE(dead);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  ASSERT_TRUE(watch.observe(word, &dead).ok());
+  EXPECT_FALSE(dead) << "two looks 150 ms apart are not a 100 ms lease of standing still";
+  // Looked at every 10 ms, the same word stands still for a whole lease.
+  const auto start = std::chrono::steady_clock::now();
+  dead = false;
+  while (!dead) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_TRUE(watch.observe(word, &dead).ok());
+    ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60)) << "never expired";
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(100));
 }
 
 TEST_F(RemoteLockTest, GarbageInTheWordIsTakenOverAfterALease) {

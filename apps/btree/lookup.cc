@@ -12,18 +12,22 @@
 // the descent starts again from a freshly read root pointer.
 #include <algorithm>
 
+#include "smart/fault_injection.h"
 #include "tree_internal.h"
 
 namespace smart::btree {
 
 Status RetryBound::status() const {
-  return Status::TimedOut("B+tree: gave up after " + std::to_string(attempts_) + " attempts: " + why);
+  return Status::TimedOut("B+tree: gave up after " + std::to_string(retrying_ns_ / 1000000) + " ms and " +
+                          std::to_string(attempts_) + " attempts: " + why);
 }
 
 bool RetryBound::next_slow() {
+  FaultPoint("bt.retry");
   const uint64_t now = MonotonicNs();
-  if (since_ns_ == 0) since_ns_ = now;
-  return now - since_ns_ <= options_.retry_timeout_ns;
+  if (last_ns_ != 0) retrying_ns_ += std::min(now - last_ns_, kCountedGapNs);
+  last_ns_ = now;
+  return retrying_ns_ <= options_.retry_timeout_ns;
 }
 
 Status Ops::read_page(GlobalAddress page, char* buf) {

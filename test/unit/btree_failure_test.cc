@@ -10,10 +10,13 @@
 #include <set>
 #include <string>
 #include <vector>
+#include <chrono>
+#include <thread>
 
 #include "btree.h"
 #include "page.h"
 #include "smart/bench.h"
+#include "smart/fault_injection.h"
 #include "smart/initiator.h"
 #include "test_util.h"
 
@@ -97,6 +100,40 @@ TEST_F(BTreeFailureTest, SiblingLinksInACycleEndInAnErrorNotALoop) {
 
 // A page image with 1 KiB of guard bytes behind it: a parser that writes
 // past the page changes them.
+// A process stopped (SIGSTOP, a debugger) or descheduled in the middle of
+// an operation's retries looks at the tree again when it runs: that time
+// does not count against retry_timeout_ns.
+TEST_F(BTreeFailureTest, TimeTheProcessDidNotRunDoesNotCountAgainstTheRetryBound) {
+  options_.retry_timeout_ns = 1000000000;  // 1 s
+  tree_ = std::make_unique<BTree>(*initiator_, config_, 1, options_);
+  for (uint64_t k = 0; k < 30; ++k) ASSERT_TRUE(tree_->insert(k, "v" + std::to_string(k)).ok());
+  auto* page = static_cast<char*>(initiator_->alloc_cache(2 * kPageSize));
+  char* image = page + kPageSize;
+  const GlobalAddress leaf = ReadLeaf(7, image);
+  // The leaf fails its check until another client writes it back.
+  memcpy(page, image, kPageSize);
+  for (size_t i = 0; i < kPageSize; i += 64) page[i + 8] ^= 0x5a;
+  ASSERT_TRUE(initiator_->write(page, leaf, kPageSize, Option::kSync).ok());
+  // The search's tenth slow retry sleeps twice the retry bound, as a
+  // stopped process would; meanwhile the leaf is written back.
+  InstallFaultRules(ParseFaultRules("delay=2000ms@point:bt.retry#10"));
+  std::thread repair([&] {
+    Initiator other(config_);
+    other.connect(0, blade_->host(), blade_->port(), 1);
+    auto* buffer = static_cast<char*>(other.alloc_cache(kPageSize));
+    memcpy(buffer, image, kPageSize);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_TRUE(other.write(buffer, leaf, kPageSize, Option::kSync).ok());
+    other.release_thread();
+  });
+  std::string value;
+  const Status s = tree_->search(7, &value);
+  repair.join();
+  InstallFaultRules({});
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(value, "v7");
+}
+
 struct alignas(64) GuardedPage {
   char page[kPageSize];
   char guard[kPageSize];

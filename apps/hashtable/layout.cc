@@ -41,6 +41,9 @@ void EncodeBlock(std::string_view key, std::string_view value, uint8_t tag, size
 }
 
 BlockCheck CheckBlock(const char* block, size_t length, uint8_t expected_tag) {
+  // A slot of random bytes can claim a block of no units: too short to
+  // hold even a header and a checksum, it is no block.
+  if (length < sizeof(BlockHeader) + kBlockTrailer) return BlockCheck::kTorn;
   uint32_t stored;
   memcpy(&stored, block + length - kBlockTrailer, kBlockTrailer);
   if (Crc32c(block, length - kBlockTrailer) != stored) return BlockCheck::kTorn;

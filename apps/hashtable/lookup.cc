@@ -80,6 +80,11 @@ Status Ops::find_key(const Shard& sh, std::string_view key, const KeyHash& h, co
     for (int j = 0; j < kSlotsPerBucket; ++j) {
       const uint64_t slot = v.slot(b, j);
       if (SlotEmpty(slot) || SlotFingerprint(slot) != fp || SlotDirBits(slot) != dir_bits) continue;
+      if (SlotBlockLength(slot) == 0) {
+        // A slot that names a block of no units is corrupt: nothing to read.
+        r->retry = true;
+        continue;
+      }
       c[n++] = Candidate{v.slot_offset(b, j), slot, b, 0, SlotBlockLength(slot)};
     }
   }

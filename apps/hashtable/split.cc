@@ -288,6 +288,10 @@ Status Ops::moving_slots(const Shard& sh, const SplitPlan& plan, const uint64_t*
       const uint64_t slot = SlotUnfrozen(w[i]);
       moves[i] = 0;
       if (i % 8 == 0 || SlotEmpty(slot)) continue;  // bucket header or empty
+      if (SlotBlockLength(slot) == 0) {
+        return Status::Internal("hash table: splitting a subtable of memory node " + std::to_string(sh.node) +
+                                ": a slot names a block of no units: the table's remote memory is corrupt");
+      }
       if (used + SlotBlockLength(slot) > kBlocksBytes) break;
       batch.push_back(i);
       used += SlotBlockLength(slot);

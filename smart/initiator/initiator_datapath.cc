@@ -98,6 +98,7 @@ enum class RequestProblem { kNode, kRegion, kRange, kLocal, kAlignment };
       return Status::InvalidArgument("remote address " + remote.to_string() + ": memory region " +
                                      std::to_string(remote.mr_id) + " does not exist on that memory blade");
     case RequestProblem::kRange:
+      if (length == 0) return Status::InvalidArgument(op + " of 0 bytes at " + remote.to_string() + ": nothing to transfer");
       return Status::InvalidArgument(op + " of " + std::to_string(length) + " bytes at " + remote.to_string() +
                                      " leaves the memory blade's region of " + std::to_string(region_length) +
                                      " bytes");

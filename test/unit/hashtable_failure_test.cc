@@ -167,6 +167,23 @@ TEST_F(HashTableFailureTest, RandomBytesInABucketEndInAnErrorNotALoop) {
   EXPECT_NE(s.code(), Status::Code::kNotFound) << s.ToString();
 }
 
+// A slot that names a block of no units (its other fields the key's): a
+// reader must not take zero bytes for a block with a checksum.
+TEST_F(HashTableFailureTest, ASlotNamingABlockOfNoUnitsEndsInAnError) {
+  Open();
+  ASSERT_TRUE(table_->insert("empty-block", "value").ok());
+  HashTable::Location where;
+  ASSERT_TRUE(table_->locate("empty-block", &where).ok());
+  auto* word = static_cast<uint64_t*>(initiator_->alloc_cache(8));
+  word[0] = where.slot_value & ~(uint64_t{0x3f} << 8);  // units 0
+  ASSERT_FALSE(SlotEmpty(word[0]));
+  ASSERT_TRUE(initiator_->write(word, where.slot, 8, Option::kSync).ok());
+  std::string value;
+  const Status s = table_->search("empty-block", &value);
+  EXPECT_EQ(s.code(), Status::Code::kTimedOut) << s.ToString();
+  EXPECT_NE(s.ToString().find("checksum"), std::string::npos) << s.ToString();
+}
+
 TEST_F(HashTableFailureTest, RandomBytesInABlockEndInAnErrorNamingTheChecksum) {
   Open();
   ASSERT_TRUE(table_->insert("victim", "value").ok());

@@ -6,6 +6,7 @@
 /// SmartConfig::ApplyEnvironment, installed when the transport opens), as
 /// rules separated by ';':
 ///
+/// @verbatim
 ///   ACTION@TARGET[#N]
 ///     ACTION  kill          SIGKILL to this process
 ///             stop          SIGSTOP to this process (SIGCONT resumes it)
@@ -21,6 +22,7 @@
 ///     #N      fire on the Nth hit (default 1); each rule fires once
 ///
 /// e.g. SMART_FAULTS='stop@point:ht.split.frozen' or 'fail@read#100;kill@cas#5'.
+/// @endverbatim
 /// Work-request actions happen before the request is posted.
 ///
 /// Named points in the code (cheap when SMART_FAULTS is unset: one branch

@@ -25,11 +25,13 @@
 ///
 /// Lock word layout (0: free; bit 63 is never set in a held word, so users
 /// may give words with bit 63 set a meaning of their own):
+/// @verbatim
 ///   bits  0-9   session slot on the blade (1..1023)
 ///   bits 10-23  session incarnation
 ///   bits 24-31  thread id
 ///   bits 32-39  task id
 ///   bits 40-62  lease counter
+/// @endverbatim
 #pragma once
 
 #include <cstdint>

@@ -100,7 +100,7 @@ constexpr int kMaxNamedRoots = 64;  ///< named roots a blade keeps
 constexpr size_t kNamedRootEntrySize = 64;  ///< bytes of one registry entry
 constexpr size_t kSessionTableOffset = 8192;  ///< the session table
 /// Slot 0 is never handed out, so that no lock word of a live owner is 0.
-constexpr int kMaxSessions = 1024;
+constexpr int kMaxSessions = 1024;  ///< session slots per memory blade
 static_assert(kNamedRootRegistryOffset >= sizeof(SuperChunk));
 static_assert(kNamedRootRegistryOffset + kMaxNamedRoots * kNamedRootEntrySize <= kSessionTableOffset);
 static_assert(kSessionTableOffset + 8 * kMaxSessions <= kChunkSize);

@@ -10,11 +10,12 @@
 # a Doxyfile that reads no header cannot pass. Exit 77 (skipped) without
 # Doxygen.
 set -euo pipefail
-doxygen=${1:?usage: check_docs.sh DOXYGEN DOXYFILE SOURCE_DIR OUT_DIR}
-doxyfile=${2:?}
-source_dir=${3:?}
-out=${4:?}
-if [[ $doxygen == *NOTFOUND* || ! -x $doxygen ]]; then
+if (($# != 4)); then
+  echo "usage: check_docs.sh DOXYGEN DOXYFILE SOURCE_DIR OUT_DIR" >&2
+  exit 2
+fi
+doxygen=$1 doxyfile=$2 source_dir=$3 out=$4
+if [[ -z $doxygen || $doxygen == *NOTFOUND* || ! -x $doxygen ]]; then
   echo "check_docs: Doxygen is not installed (apt-get install doxygen); skipped"
   exit 77
 fi

@@ -20,7 +20,7 @@ packages=(
   rdma-core libibverbs-dev ibverbs-providers ibverbs-utils librdmacm-dev
   libboost-context-dev nlohmann-json3-dev libjemalloc-dev libnuma-dev
   libgtest-dev libcli11-dev libbenchmark-dev libisal-dev ninja-build
-  python3 python3-matplotlib
+  python3 python3-matplotlib doxygen
 )
 if ((want_softroce)); then
   packages+=(qemu-system-x86 linux-image-amd64 busybox-static perftest iproute2 kmod cpio gzip)

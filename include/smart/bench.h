@@ -1,6 +1,7 @@
-// Harness shared by the benchmarks: latency histograms, a thread runner with
-// start/stop, progress lines for long phases, CSV output and an embedded
-// memory blade for runs without a configured server.
+/// @file
+/// Harness shared by the benchmarks: latency histograms, a thread runner with
+/// start/stop, progress lines for long phases, CSV output and an embedded
+/// memory blade for runs without a configured server.
 #pragma once
 
 #include <atomic>
@@ -15,48 +16,57 @@
 
 namespace smart {
 
-// Log-linear histogram of non-negative values (nanoseconds here): exact
-// below 64, then 32 buckets per power of two (about 3% resolution).
+/// Log-linear histogram of non-negative values (nanoseconds here): exact
+/// below 64, then 32 buckets per power of two (about 3% resolution).
 class Histogram {
  public:
+  /// An empty histogram.
   Histogram();
+  /// Counts one value.
   void record(uint64_t value) {
     ++buckets_[Index(value)];
     ++count_;
   }
+  /// Adds every count of `other`.
   void merge(const Histogram& other);
+  /// Values recorded.
   uint64_t count() const { return count_; }
-  // Value at quantile q in [0, 1] (bucket midpoint); 0 when empty.
+  /// Value at quantile q in [0, 1] (bucket midpoint); 0 when empty.
   uint64_t percentile(double q) const;
 
+  /// The bucket of `value`.
   static int Index(uint64_t value) {
     if (value < 64) return static_cast<int>(value);
     const int bits = 63 - __builtin_clzll(value);
     const int shift = bits - 5;
     return (shift + 1) * 32 + static_cast<int>((value >> shift) - 32);
   }
+  /// The smallest value of bucket `index`.
   static uint64_t LowerBound(int index);
-  static constexpr int kBuckets = 60 * 32;
+  static constexpr int kBuckets = 60 * 32;  ///< number of buckets
 
  private:
   std::vector<uint64_t> buckets_;
   uint64_t count_ = 0;
 };
 
-// Runs fn(thread_index) on `threads` threads (thread i pinned to core i
-// when `bind`) and returns when all are done; rethrows the first exception.
+/// Runs fn(thread_index) on `threads` threads (thread i pinned to core i
+/// when `bind`) and returns when all are done; rethrows the first exception.
 void RunThreads(int threads, bool bind, const std::function<void(int)>& fn);
 
-// A start gate and a stop flag for timed runs.
+/// A start gate and a stop flag for timed runs.
 class RunControl {
  public:
+  /// A gate for `threads` workers.
   explicit RunControl(int threads) : threads_(threads) {}
-  // Worker side: announce readiness and wait for the start.
+  /// Worker side: announce readiness and wait for the start.
   void ready_and_wait();
+  /// Worker side: true once the run is over.
   bool stopped() const { return stop_.load(std::memory_order_relaxed); }
-  // Main side: wait for every worker, start, sleep `seconds` (or until
-  // `abort` turns true), stop. Returns the measured seconds.
+  /// Main side: wait for every worker, start, sleep `seconds` (or until
+  /// `abort` turns true), stop. Returns the measured seconds.
   double run_for(double seconds, const std::atomic<bool>* abort = nullptr);
+  /// Ends the run now.
   void stop() { stop_.store(true); }
 
  private:
@@ -66,12 +76,14 @@ class RunControl {
   std::atomic<bool> stop_{false};
 };
 
-// A progress line on stderr, redrawn in place on a terminal and silent in a
-// pipe (a final summary line is printed either way by the caller).
+/// A progress line on stderr, redrawn in place on a terminal and silent in a
+/// pipe (a final summary line is printed either way by the caller).
 class Progress {
  public:
+  /// A line headed `label` for `total` units of work.
   Progress(std::string label, uint64_t total);
-  void update(uint64_t done);  // cheap; redraws at most a few times a second
+  void update(uint64_t done);  ///< cheap; redraws at most a few times a second
+  /// Ends the line (on a terminal).
   void finish();
 
  private:
@@ -82,23 +94,28 @@ class Progress {
   uint64_t start_ns_;
 };
 
-// Appends `line` (a newline is added) to `path`; empty path: nothing.
-// Throws smart::Error when the file cannot be written.
+/// Appends `line` (a newline is added) to `path`; empty path: nothing.
+/// Throws smart::Error when the file cannot be written.
 void AppendCsvLine(const std::string& path, const std::string& line);
 
-// A memory blade inside the process, on the shm transport and a free
-// loopback port: what a bench uses when no memory server is configured.
+/// A memory blade inside the process, on the shm transport and a free
+/// loopback port: what a bench uses when no memory server is configured.
 class EmbeddedMemoryBlade {
  public:
+  /// Starts a blade of `capacity_mib` MiB and listens. Throws smart::Error.
   EmbeddedMemoryBlade(const SmartConfig& config, uint64_t capacity_mib);
+  /// The blade itself.
   Target& target() { return *target_; }
+  /// Its TCP port.
   int port() const { return target_->port(); }
+  /// Its host: loopback.
   std::string host() const { return "127.0.0.1"; }
 
  private:
   std::unique_ptr<Target> target_;
 };
 
+/// Nanoseconds of the monotonic clock.
 uint64_t NowNs();
 
 }  // namespace smart

@@ -1,21 +1,22 @@
-// The block pool: out-of-place blocks on memory blades for data structures
-// that publish a block with one CAS of a pointer (hash-table values, B+tree
-// leaves, transaction records), and reclamation that is safe against
-// one-sided readers that may still hold an old pointer.
-//
-// Blocks come in size classes of `unit` bytes (1 .. max_units units), cut
-// from arenas that the pool takes with Initiator::alloc_memory. A block that
-// was published and then unlinked is retired: it may still be read by a
-// client that loaded the old pointer, so it is reused only after a grace
-// period, and each reuse bumps the block's reuse tag. The application keeps
-// the tag both next to its pointer and inside the block (with a checksum of
-// the block): a reader whose pointer's tag differs from the block's, or whose
-// checksum fails, has raced with a reuse and re-reads. A block that was never
-// published is released and reused at once, tag unchanged.
-//
-// Threads: one BlockPool per thread; the tasks of that thread share it (no
-// locks, nothing shared between threads). Setup throws smart::Error; the
-// data path returns Status.
+/// @file
+/// The block pool: out-of-place blocks on memory blades for data structures
+/// that publish a block with one CAS of a pointer (hash-table values, B+tree
+/// leaves, transaction records), and reclamation that is safe against
+/// one-sided readers that may still hold an old pointer.
+///
+/// Blocks come in size classes of `unit` bytes (1 .. max_units units), cut
+/// from arenas that the pool takes with Initiator::alloc_memory. A block that
+/// was published and then unlinked is retired: it may still be read by a
+/// client that loaded the old pointer, so it is reused only after a grace
+/// period, and each reuse bumps the block's reuse tag. The application keeps
+/// the tag both next to its pointer and inside the block (with a checksum of
+/// the block): a reader whose pointer's tag differs from the block's, or whose
+/// checksum fails, has raced with a reuse and re-reads. A block that was never
+/// published is released and reused at once, tag unchanged.
+///
+/// Threads: one BlockPool per thread; the tasks of that thread share it (no
+/// locks, nothing shared between threads). Setup throws smart::Error; the
+/// data path returns Status.
 #pragma once
 
 #include <cstddef>
@@ -32,52 +33,56 @@ namespace smart {
 
 class Initiator;
 
+/// How a BlockPool cuts and recycles blocks.
 struct BlockPoolOptions {
-  // Size-class granularity in bytes (a power of two, at least 8).
+  /// Size-class granularity in bytes (a power of two, at least 8).
   size_t unit = 64;
-  // Largest block, in units.
+  /// Largest block, in units.
   int max_units = 63;
-  // Bytes taken from a memory blade at a time (a multiple of the unit).
+  /// Bytes taken from a memory blade at a time (a multiple of the unit).
   uint64_t arena_bytes = 256 * 1024;
-  // A retired block is reused only after this long.
+  /// A retired block is reused only after this long.
   uint64_t grace_ns = 20000000;
-  // Width of the reuse tag (1..8 bits); it wraps after 2^tag_bits reuses.
+  /// Width of the reuse tag (1..8 bits); it wraps after 2^tag_bits reuses.
   int tag_bits = 4;
-  // Offsets a block may not reach (0: no limit), for applications that keep
-  // block offsets in fewer than 48 bits.
+  /// Offsets a block may not reach (0: no limit), for applications that keep
+  /// block offsets in fewer than 48 bits.
   uint64_t offset_limit = 0;
 };
 
-// A block: where it is, how many units it spans, and its current reuse tag.
+/// A block: where it is, how many units it spans, and its current reuse tag.
 struct Block {
-  GlobalAddress address;
-  uint32_t units = 0;
-  uint8_t tag = 0;
+  GlobalAddress address;  ///< where the block starts
+  uint32_t units = 0;  ///< its size in units
+  uint8_t tag = 0;  ///< its reuse tag
 };
 
+/// What a BlockPool did so far.
 struct BlockPoolStats {
-  uint64_t bytes_allocated = 0;  // taken from the memory blades (whole arenas)
-  uint64_t blocks_retired = 0;
-  uint64_t bytes_retired = 0;
-  uint64_t blocks_reused = 0;    // allocations served by a retired block
-  uint64_t bytes_reused = 0;
-  uint64_t blocks_released = 0;  // never-published blocks handed back
+  uint64_t bytes_allocated = 0;  ///< taken from the memory blades (whole arenas)
+  uint64_t blocks_retired = 0;  ///< published blocks unlinked and retired
+  uint64_t bytes_retired = 0;  ///< their bytes
+  uint64_t blocks_reused = 0;    ///< allocations served by a retired block
+  uint64_t bytes_reused = 0;  ///< their bytes
+  uint64_t blocks_released = 0;  ///< never-published blocks handed back
 };
 
+/// One thread's blocks on every memory blade it uses, with grace-period reuse.
 class BlockPool {
  public:
-  // Throws smart::Error on options that make no sense.
+  /// Throws smart::Error on options that make no sense.
   BlockPool(Initiator& initiator, const BlockPoolOptions& options);
+  /// Keeps every block (remote memory is not given back).
   ~BlockPool();
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
 
-  // A block of `units` units on memory node `node`: a retired block whose
-  // grace period has passed, or fresh space from the node's arena (taking a
-  // new arena may park the task; other tasks of the thread wait for it).
-  // Inline fast path: a block from the size class's free list; every
-  // kReclaimEvery-th allocation, and whenever the list is empty, the slow
-  // path first moves retired blocks whose grace period passed.
+  /// A block of `units` units on memory node `node`: a retired block whose
+  /// grace period has passed, or fresh space from the node's arena (taking a
+  /// new arena may park the task; other tasks of the thread wait for it).
+  /// Inline fast path: a block from the size class's free list; every
+  /// kReclaimEvery-th allocation, and whenever the list is empty, the slow
+  /// path first moves retired blocks whose grace period passed.
   Status allocate(node_t node, size_t units, Block* out) {
     if (__builtin_expect(node < nodes_.size() && units >= 1 && units <= max_units_, 1)) {
       NodePool* p = nodes_[node].get();
@@ -91,8 +96,8 @@ class BlockPool {
     }
     return allocate_slow(node, units, out);
   }
-  // A published block that the caller's CAS unlinked: reused after the
-  // grace period, with its tag bumped.
+  /// A published block that the caller's CAS unlinked: reused after the
+  /// grace period, with its tag bumped.
   void retire(const Block& block) {
     NodePool& p = node_pool(static_cast<node_t>(block.address.node));
     const uint8_t tag = static_cast<uint8_t>((block.tag + 1) & tag_mask_);
@@ -100,12 +105,14 @@ class BlockPool {
     ++stats_.blocks_retired;
     stats_.bytes_retired += block.units * options_.unit;
   }
-  // A block from allocate() that was never published: reusable at once.
+  /// A block from allocate() that was never published: reusable at once.
   void release(const Block& block);
 
+  /// Counters so far.
   const BlockPoolStats& stats() const { return stats_; }
+  /// The options in use.
   const BlockPoolOptions& options() const { return options_; }
-  // Retired blocks still waiting out their grace period.
+  /// Retired blocks still waiting out their grace period.
   size_t retired_pending() const;
 
  private:

@@ -1,5 +1,6 @@
-// Configuration: the JSON files, their keys (upstream SMART's names) and the
-// environment overrides. Every file and variable is read here and nowhere else.
+/// @file
+/// Configuration: the JSON files, their keys (upstream SMART's names) and the
+/// environment overrides. Every file and variable is read here and nowhere else.
 #pragma once
 
 #include "smart/fault_injection.h"
@@ -10,169 +11,190 @@
 
 namespace smart {
 
+/// The `transport` key: auto (verbs if an RDMA device exists, else shm), verbs or shm.
 enum class TransportChoice { kAuto, kVerbs, kShm };
+/// thread_aware_alloc.doorbell: a doorbell per thread through a thread domain, through the patched libmlx5's UUARs, or the provider's shared one.
 enum class DoorbellMode { kThreadDomain, kUuar, kShared };
 
+/// "auto", "verbs" or "shm".
 const char* TransportChoiceName(TransportChoice t);
+/// "thread_domain", "uuar" or "shared".
 const char* DoorbellModeName(DoorbellMode m);
 
+/// Keys of `work_req_throt`: the credit tuner (CreditTuner).
 struct WorkReqThrotConfig {
-  int initial_credit = 4;
-  int max_credit = 12;
-  int credit_step = 2;
-  int execution_epochs = 60;
-  uint64_t sample_cycles = 19200000;  // TSC cycles per epoch
-  double inf_credit_weight = 1.05;
-  bool auto_tuning = true;
+  int initial_credit = 4;  ///< first bound tried in training
+  int max_credit = 12;  ///< largest finite bound tried
+  int credit_step = 2;  ///< step between the bounds tried
+  int execution_epochs = 60;  ///< epochs the chosen bound holds before training again
+  uint64_t sample_cycles = 19200000;  ///< TSC cycles per epoch
+  double inf_credit_weight = 1.05;  ///< unbounded wins unless a finite bound beat it by this factor
+  bool auto_tuning = true;  ///< false: keep initial_credit
 };
 
+/// Keys of `conflict_avoidance`: backoff and coroutine admission (Backoff).
 struct ConflictAvoidanceConfig {
-  double low_water_mark = 0.1;
-  double high_water_mark = 0.5;
-  uint64_t epoch_us = 20000;
-  uint64_t initial_backoff_ns = 1700;
-  uint64_t max_backoff_ns = 1750000;
-  int max_tasks = 64;                // coroutines admitted at most
-  bool coroutine_throttling = true;  // env DISABLE_CORO_THROT turns it off
-  bool adaptive_backoff_limit = true;
-  // Fixed truncation point when adaptive_backoff_limit is off.
+  double low_water_mark = 0.1;  ///< below this retry rate, admit twice the tasks
+  double high_water_mark = 0.5;  ///< above this retry rate, admit half the tasks
+  uint64_t epoch_us = 20000;  ///< how often the retry rate is judged
+  uint64_t initial_backoff_ns = 1700;  ///< first backoff delay
+  uint64_t max_backoff_ns = 1750000;  ///< largest backoff cap
+  int max_tasks = 64;                ///< coroutines admitted at most
+  bool coroutine_throttling = true;  ///< env DISABLE_CORO_THROT turns it off
+  bool adaptive_backoff_limit = true;  ///< let the backoff cap move with the retry rate
+  /// Fixed truncation point when adaptive_backoff_limit is off.
   uint64_t fixed_backoff_limit_ns = 1750000;
 };
 
+/// smart_config.json: the transport, queue pairs and the three techniques. The defaults are every key's default.
 struct SmartConfig {
-  std::string source;  // file the values came from
-  // SMART_FAULTS, parsed; installed when the transport opens.
+  std::string source;  ///< file the values came from
+  /// SMART_FAULTS, parsed; installed when the transport opens.
   std::vector<FaultRule> faults;
 
-  TransportChoice transport = TransportChoice::kAuto;
+  TransportChoice transport = TransportChoice::kAuto;  ///< `transport`
+  /// `infiniband`: which device, port and GID.
   struct {
-    std::string name;  // empty: first device
+    std::string name;  ///< empty: first device
     int port = 1;
-    int gid_idx = -1;  // -1: pick the RoCE v2 IPv4-mapped GID
-  } infiniband;
+    int gid_idx = -1;  ///< -1: pick the RoCE v2 IPv4-mapped GID
+  } infiniband;  ///< `infiniband`
   struct {
-    uint64_t latency_ns = 0;  // added to every completion
-  } shm;
+    uint64_t latency_ns = 0;  ///< added to every completion
+  } shm;  ///< `shm`
+  /// `qp_param`: queue pair sizes and retry settings.
   struct {
     int max_cqe_size = 256;
     int max_wqe_size = 256;
     int max_sge_size = 1;
     int max_inline_data = 64;
-    int timeout = 14;    // local ACK timeout exponent (4.096 us << timeout)
+    int timeout = 14;    ///< local ACK timeout exponent (4.096 us << timeout)
     int retry_cnt = 7;
     int rnr_retry = 7;
-    int path_mtu = 1024;  // bytes
-  } qp_param;
-  int max_nodes = 128;
-  uint64_t initiator_cache_size = 256;  // MiB
-  int connect_timeout_ms = 10000;
+    int path_mtu = 1024;  ///< bytes
+  } qp_param;  ///< `qp_param`
+  int max_nodes = 128;  ///< memory blades a client may connect
+  uint64_t initiator_cache_size = 256;  ///< MiB
+  int connect_timeout_ms = 10000;  ///< bound on one handshake
 
-  bool use_thread_aware_alloc = true;
+  bool use_thread_aware_alloc = true;  ///< per-thread queue pairs, CQ and doorbell
+  /// `thread_aware_alloc`: how per-thread resources are made.
   struct {
     int total_uuar = 100;
     int shared_uuar = 96;
     bool shared_cq = true;
     DoorbellMode doorbell = DoorbellMode::kThreadDomain;
-  } thread_aware_alloc;
+  } thread_aware_alloc;  ///< `thread_aware_alloc`
 
-  bool use_work_req_throt = true;
-  WorkReqThrotConfig work_req_throt;
+  bool use_work_req_throt = true;  ///< bound the work requests in flight per thread
+  WorkReqThrotConfig work_req_throt;  ///< `work_req_throt`
 
-  bool use_conflict_avoidance = true;
-  ConflictAvoidanceConfig conflict_avoidance;
+  bool use_conflict_avoidance = true;  ///< backoff and coroutine admission on retries
+  ConflictAvoidanceConfig conflict_avoidance;  ///< `conflict_avoidance`
 
-  bool use_speculative_lookup = true;
+  bool use_speculative_lookup = true;  ///< applications may use cached lookups
 
+  /// `experimental`: options outside the paper's design.
   struct {
     bool qp_sharing = false;
-  } experimental;
+  } experimental;  ///< `experimental`
 
-  // Loads from SMART_CONFIG_PATH or the default search path, then applies
-  // SMART_OPTS and the other environment overrides. Throws smart::Error.
+  /// Loads from SMART_CONFIG_PATH or the default search path, then applies
+  /// SMART_OPTS and the other environment overrides. Throws smart::Error.
   static SmartConfig Load();
+  /// Loads `path` (no environment applied). Throws smart::Error.
   static SmartConfig LoadFile(const std::string& path);
-  // Parses JSON text; `source` names it in error messages. No env applied.
+  /// Parses JSON text; `source` names it in error messages. No env applied.
   static SmartConfig Parse(const std::string& text, const std::string& source);
-  // Applies SMART_OPTS, DISABLE_CORO_THROT, MAX_BACKOFF_CYCLE_LOG2 and
-  // SMART_FAULTS (fault injection for tests: include/smart/fault_injection.h).
+  /// Applies SMART_OPTS, DISABLE_CORO_THROT, MAX_BACKOFF_CYCLE_LOG2 and
+  /// SMART_FAULTS (fault injection for tests: include/smart/fault_injection.h).
   void ApplyEnvironment();
-  // Applies a SMART_OPTS value ("None", or tokens ThrdAwareAlloc,
-  // WorkReqThrot, ConflictAvoid, SpecLookup). Throws on an unknown token.
+  /// Applies a SMART_OPTS value ("None", or tokens ThrdAwareAlloc,
+  /// WorkReqThrot, ConflictAvoid, SpecLookup). Throws on an unknown token.
   void ApplySmartOpts(const std::string& opts);
+  /// One line naming the transport and the techniques that are on.
   std::string Summary() const;
 };
 
+/// backend.json: a memory blade's pool and listener.
 struct BackendConfig {
-  std::string source;
-  // Where the pool lives: memfd (default), hugetlb, file:PATH or devdax:PATH
-  // (see smart/target/pool_backing.h). A file or devdax pool is reopened,
-  // with its named roots and allocation state, when the blade restarts.
+  std::string source;  ///< file the values came from
+  /// Where the pool lives: memfd (default), hugetlb, file:PATH or devdax:PATH
+  /// (see smart/target/pool_backing.h). A file or devdax pool is reopened,
+  /// with its named roots and allocation state, when the blade restarts.
   std::string backing = "memfd";
-  std::string dev_dax_path;  // upstream's key: the same as backing devdax:PATH
-  uint64_t capacity = 16000;  // MiB
-  int tcp_port = 12345;
-  int nic_numa_node = -1;     // -1: no pinning
-  int max_clients = 1023;    // sessions at once (the session table has 1023 slots)
+  std::string dev_dax_path;  ///< upstream's key: the same as backing devdax:PATH
+  uint64_t capacity = 16000;  ///< MiB
+  int tcp_port = 12345;  ///< port the blade listens on (0: any free port)
+  int nic_numa_node = -1;     ///< -1: no pinning
+  int max_clients = 1023;    ///< sessions at once (the session table has 1023 slots)
 
+  /// Loads and checks `path`. Throws smart::Error.
   static BackendConfig LoadFile(const std::string& path);
+  /// Parses JSON text; `source` names it in messages. Throws smart::Error.
   static BackendConfig Parse(const std::string& text, const std::string& source);
 };
 
+/// A memory blade to connect to (an entry of `memory_servers`).
 struct ServerAddress {
-  std::string hostname;
-  int port = 12345;
+  std::string hostname;  ///< host name or address
+  int port = 12345;  ///< TCP port of its handshake
 };
 
+/// test_rdma.json: the one-sided micro benchmark.
 struct TestRdmaConfig {
-  std::string source;
-  std::vector<std::string> servers;  // empty: embedded memory blade
-  int port = 12345;
-  uint64_t block_size = 8;
-  int qp_num = -1;
-  std::string type = "read";
-  std::string dump_file_path = "test_rdma.csv";
-  std::string dump_prefix;  // empty: "rdma-" + type
-  double duration = 15;     // seconds
-  uint64_t memory_size = 1024;  // MiB of the pool (server) and the address range (client)
+  std::string source;  ///< file the values came from
+  std::vector<std::string> servers;  ///< empty: embedded memory blade
+  int port = 12345;  ///< the memory blade's TCP port
+  uint64_t block_size = 8;  ///< bytes per operation
+  int qp_num = -1;  ///< queue pairs per memory blade (-k: one per k threads)
+  std::string type = "read";  ///< read, write, cas or faa
+  std::string dump_file_path = "test_rdma.csv";  ///< CSV file results are appended to
+  std::string dump_prefix;  ///< empty: "rdma-" + type
+  double duration = 15;     ///< seconds
+  uint64_t memory_size = 1024;  ///< MiB of the pool (server) and the address range (client)
 
-  // APP config path: TEST_RDMA_CONF, then default search; env TYPE, BLKSIZE,
-  // QP_NUM, DUMP_FILE_PATH, DUMP_PREFIX override.
+  /// APP config path: TEST_RDMA_CONF, then default search; env TYPE, BLKSIZE,
+  /// QP_NUM, DUMP_FILE_PATH, DUMP_PREFIX override.
   static TestRdmaConfig Load(const std::string& explicit_path = "");
+  /// Parses JSON text; `source` names it in messages. Throws smart::Error.
   static TestRdmaConfig Parse(const std::string& text, const std::string& source);
 };
 
-// datastructure.json: the hash table and B+tree benches (upstream keys).
+/// datastructure.json: the hash table and B+tree benches (upstream keys).
 struct DataStructureConfig {
-  std::string source;
-  int nr_threads = 1;        // overridden by the bench's NR_THREAD
-  int tasks_per_thread = 1;  // overridden by NR_CORO
-  std::string dataset = "ycsb-a";
-  std::string dump_file_path = "datastructure.csv";
-  bool insert_before_execution = true;
-  uint64_t max_key = 1000000;  // keys 0 .. max_key-1
-  int key_length = 8;          // bytes of the formatted key
-  int value_length = 8;        // bytes of a value
-  bool rehash_key = false;     // permute key ids before formatting
-  double duration = 15;        // seconds measured
-  double zipfian_const = 0.99;
-  std::vector<ServerAddress> memory_servers;  // empty: embedded memory blade
+  std::string source;  ///< file the values came from
+  int nr_threads = 1;        ///< overridden by the bench's NR_THREAD
+  int tasks_per_thread = 1;  ///< overridden by NR_CORO
+  std::string dataset = "ycsb-a";  ///< YCSB workload (ycsb-a .. ycsb-f, update-only, read-only)
+  std::string dump_file_path = "datastructure.csv";  ///< CSV file results are appended to
+  bool insert_before_execution = true;  ///< load max_key keys before the run
+  uint64_t max_key = 1000000;  ///< keys 0 .. max_key-1
+  int key_length = 8;          ///< bytes of the formatted key
+  int value_length = 8;        ///< bytes of a value
+  bool rehash_key = false;     ///< permute key ids before formatting
+  double duration = 15;        ///< seconds measured
+  double zipfian_const = 0.99;  ///< skew of the key popularity
+  std::vector<ServerAddress> memory_servers;  ///< empty: embedded memory blade
 
-  // APP_CONFIG_PATH, then the default search; env DATASET_PATH,
-  // DUMP_FILE_PATH, ZIPFIAN_CONST (percent), MEMORY_NODES (use the first k
-  // servers) override. Throws smart::Error.
+  /// APP_CONFIG_PATH, then the default search; env DATASET_PATH,
+  /// DUMP_FILE_PATH, ZIPFIAN_CONST (percent), MEMORY_NODES (use the first k
+  /// servers) override. Throws smart::Error.
   static DataStructureConfig Load(const std::string& explicit_path = "");
+  /// Parses JSON text; `source` names it in messages. Throws smart::Error.
   static DataStructureConfig Parse(const std::string& text, const std::string& source);
+  /// Applies DATASET_PATH, DUMP_FILE_PATH, ZIPFIAN_CONST and MEMORY_NODES.
   void ApplyEnvironment();
 };
 
-// Resolves a config file name: `env_var` if set; else, first found,
-// config/<name> and ../config/<name> from the working directory,
-// config/<name> and share/smart/<name> beside the executable's directory (a
-// build tree's bin/, or an installed prefix), and the install prefix's
-// share/smart. Never the source tree. Throws, listing where it looked.
+/// Resolves a config file name: `env_var` if set; else, first found,
+/// config/NAME and ../config/NAME from the working directory,
+/// config/NAME and share/smart/NAME beside the executable's directory (a
+/// build tree's bin/, or an installed prefix), and the install prefix's
+/// share/smart. Never the source tree. Throws, listing where it looked.
 std::string FindConfigFile(const std::string& name, const char* env_var);
 
-// Reads an environment variable; empty optional-like "" when unset.
+/// Reads an environment variable; empty optional-like "" when unset.
 bool GetEnv(const char* name, std::string* value);
 
 }  // namespace smart

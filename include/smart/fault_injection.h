@@ -1,36 +1,39 @@
-// Fault injection for tests: stop, kill or slow a client at an exact point
-// of an algorithm, or fail one of its work requests, deterministically.
-//
-// Faults are configured by the environment variable SMART_FAULTS (read by
-// SmartConfig::ApplyEnvironment, installed when the transport opens), as
-// rules separated by ';':
-//
-//   ACTION@TARGET[#N]
-//     ACTION  kill          SIGKILL to this process
-//             stop          SIGSTOP to this process (SIGCONT resumes it)
-//             exit=CODE     _exit(CODE)
-//             delay=Tus|Tms sleep T microseconds / milliseconds
-//             fail          the work request is not carried out and
-//                           completes with a remote access error, as a
-//                           NIC reports a bad rkey (work requests only)
-//     TARGET  point:NAME    the named point FaultPoint(NAME) in the code
-//             read | write | cas | faa | any
-//                           the work requests of that opcode this process
-//                           posts (any: all of them)
-//     #N      fire on the Nth hit (default 1); each rule fires once
-//
-// e.g. SMART_FAULTS='stop@point:ht.split.frozen' or 'fail@read#100;kill@cas#5'.
-// Work-request actions happen before the request is posted.
-//
-// Named points in the code (cheap when SMART_FAULTS is unset: one branch
-// on a flag): ht.split.locked, ht.split.frozen, ht.split.rewriting,
-// ht.split.publishing (SMART-HT's split, apps/hashtable/split.cc),
-// ht.build.subtable (building the table, apps/hashtable/build.cc),
-// ht.retry (each retry of an operation past its first 64, stalls.cc);
-// bt.lock.taken, bt.leaf.locked, bt.split.leaf.sibling_written,
-// bt.split.leaf.linked, bt.split.internal.sibling_written,
-// bt.split.internal.linked and bt.root.written (SMART-BT's page locks and
-// splits, apps/btree/lock_table.cc, operations.cc, split.cc).
+/// @file
+/// Fault injection for tests: stop, kill or slow a client at an exact point
+/// of an algorithm, or fail one of its work requests, deterministically.
+///
+/// Faults are configured by the environment variable SMART_FAULTS (read by
+/// SmartConfig::ApplyEnvironment, installed when the transport opens), as
+/// rules separated by ';':
+///
+/// @verbatim
+///   ACTION@TARGET[#N]
+///     ACTION  kill          SIGKILL to this process
+///             stop          SIGSTOP to this process (SIGCONT resumes it)
+///             exit=CODE     _exit(CODE)
+///             delay=Tus|Tms sleep T microseconds / milliseconds
+///             fail          the work request is not carried out and
+///                           completes with a remote access error, as a
+///                           NIC reports a bad rkey (work requests only)
+///     TARGET  point:NAME    the named point FaultPoint(NAME) in the code
+///             read | write | cas | faa | any
+///                           the work requests of that opcode this process
+///                           posts (any: all of them)
+///     #N      fire on the Nth hit (default 1); each rule fires once
+///
+/// e.g. SMART_FAULTS='stop@point:ht.split.frozen' or 'fail@read#100;kill@cas#5'.
+/// @endverbatim
+/// Work-request actions happen before the request is posted.
+///
+/// Named points in the code (cheap when SMART_FAULTS is unset: one branch
+/// on a flag): ht.split.locked, ht.split.frozen, ht.split.rewriting,
+/// ht.split.publishing (SMART-HT's split, apps/hashtable/split.cc),
+/// ht.build.subtable (building the table, apps/hashtable/build.cc),
+/// ht.retry (each retry of an operation past its first 64, stalls.cc);
+/// bt.lock.taken, bt.leaf.locked, bt.split.leaf.sibling_written,
+/// bt.split.leaf.linked, bt.split.internal.sibling_written,
+/// bt.split.internal.linked and bt.root.written (SMART-BT's page locks and
+/// splits, apps/btree/lock_table.cc, operations.cc, split.cc).
 #pragma once
 
 #include <atomic>
@@ -40,26 +43,29 @@
 
 namespace smart {
 
-enum class FaultAction { kKill, kStop, kExit, kDelay, kFail };
-enum class FaultTarget { kPoint, kRead, kWrite, kCas, kFaa, kAnyRequest };
+/// What a rule does when it fires (ACTION).
+enum class FaultAction { kKill, kStop, kExit, kDelay, kFail };  ///< kill, stop, exit=CODE, delay=T, fail
+/// Where a rule fires (TARGET): a named point or work requests of an opcode.
+enum class FaultTarget { kPoint, kRead, kWrite, kCas, kFaa, kAnyRequest };  ///< point:NAME, read, write, cas, faa, any
 
+/// One rule of SMART_FAULTS, parsed.
 struct FaultRule {
-  FaultAction action = FaultAction::kKill;
-  FaultTarget target = FaultTarget::kPoint;
-  std::string point;        // for kPoint
-  uint64_t nth = 1;         // fires on this hit
-  uint64_t delay_ns = 0;    // kDelay
-  int exit_code = 0;        // kExit
-  std::string text;         // the rule as written, for messages
+  FaultAction action = FaultAction::kKill;  ///< ACTION
+  FaultTarget target = FaultTarget::kPoint;  ///< TARGET
+  std::string point;        ///< for kPoint
+  uint64_t nth = 1;         ///< fires on this hit
+  uint64_t delay_ns = 0;    ///< kDelay
+  int exit_code = 0;        ///< kExit
+  std::string text;         ///< the rule as written, for messages
 };
 
-// Parses SMART_FAULTS. Throws smart::Error naming the bad rule and what was
-// expected.
+/// Parses SMART_FAULTS. Throws smart::Error naming the bad rule and what was
+/// expected.
 std::vector<FaultRule> ParseFaultRules(const std::string& text);
-// Makes `rules` the process's faults (replacing earlier ones); an empty
-// list disarms every point.
+/// Makes `rules` the process's faults (replacing earlier ones); an empty
+/// list disarms every point.
 void InstallFaultRules(const std::vector<FaultRule>& rules);
-// True when some installed rule targets work requests.
+/// True when some installed rule targets work requests.
 bool HasWorkRequestFaults();
 
 namespace fault_internal {
@@ -67,7 +73,7 @@ extern std::atomic<bool> g_points_armed;
 void HitPoint(const char* name);
 }  // namespace fault_internal
 
-// A named point: fires the rule that names it, on its Nth hit.
+/// A named point: fires the rule that names it, on its Nth hit.
 inline void FaultPoint(const char* name) {
   if (__builtin_expect(fault_internal::g_points_armed.load(std::memory_order_relaxed), 0)) {
     fault_internal::HitPoint(name);

@@ -1,34 +1,37 @@
-// A lock on remote memory with an owner and a lease.
-//
-// The lock is one 8-byte word on a memory blade, taken and released with
-// one-sided CAS. A held word names its owner (the client's session on that
-// blade, its thread and task) and carries a lease counter that the holder
-// moves forward while it works (renew). There is no clock shared between
-// clients, so a waiter judges the holder by progress on its own clock: a
-// word that did not change for a whole lease means the holder stopped. Where
-// the memory blade knows better, it says so sooner: when a client's session
-// ends (its process died, its TCP connection closed) the blade clears the
-// session's alive bit in its session table, and a waiter that reads it takes
-// the lock over at once.
-//
-// Safety of a take-over. A holder that was only slow (paused, swapped out)
-// finds out at its next renew() or release(): both are CASes on the word,
-// and they fail with Status kLockLost once another client took over. A
-// holder must call renew() before each write of a critical section that a
-// take-over could have overtaken; the new holder (told by `took_over`)
-// finishes or undoes what the old one left half done. On verbs a client whose
-// session ended can no longer write at all (its queue pairs are gone at the
-// blade). On shm every client maps the pool, so a paused holder that wakes
-// between its renew() and its next write can still complete that one write:
-// the renew-before-write rule keeps this window to one write.
-//
-// Lock word layout (0: free; bit 63 is never set in a held word, so users
-// may give words with bit 63 set a meaning of their own):
-//   bits  0-9   session slot on the blade (1..1023)
-//   bits 10-23  session incarnation
-//   bits 24-31  thread id
-//   bits 32-39  task id
-//   bits 40-62  lease counter
+/// @file
+/// A lock on remote memory with an owner and a lease.
+///
+/// The lock is one 8-byte word on a memory blade, taken and released with
+/// one-sided CAS. A held word names its owner (the client's session on that
+/// blade, its thread and task) and carries a lease counter that the holder
+/// moves forward while it works (renew). There is no clock shared between
+/// clients, so a waiter judges the holder by progress on its own clock: a
+/// word that did not change for a whole lease means the holder stopped. Where
+/// the memory blade knows better, it says so sooner: when a client's session
+/// ends (its process died, its TCP connection closed) the blade clears the
+/// session's alive bit in its session table, and a waiter that reads it takes
+/// the lock over at once.
+///
+/// Safety of a take-over. A holder that was only slow (paused, swapped out)
+/// finds out at its next renew() or release(): both are CASes on the word,
+/// and they fail with Status kLockLost once another client took over. A
+/// holder must call renew() before each write of a critical section that a
+/// take-over could have overtaken; the new holder (told by `took_over`)
+/// finishes or undoes what the old one left half done. On verbs a client whose
+/// session ended can no longer write at all (its queue pairs are gone at the
+/// blade). On shm every client maps the pool, so a paused holder that wakes
+/// between its renew() and its next write can still complete that one write:
+/// the renew-before-write rule keeps this window to one write.
+///
+/// Lock word layout (0: free; bit 63 is never set in a held word, so users
+/// may give words with bit 63 set a meaning of their own):
+/// @verbatim
+///   bits  0-9   session slot on the blade (1..1023)
+///   bits 10-23  session incarnation
+///   bits 24-31  thread id
+///   bits 32-39  task id
+///   bits 40-62  lease counter
+/// @endverbatim
 #pragma once
 
 #include <cstdint>
@@ -42,56 +45,60 @@ namespace smart {
 
 class BackoffGuard;
 
+/// The owner and lease a held lock word carries.
 struct LockOwner {
-  SessionId session;
-  uint8_t thread = 0;
-  uint8_t task = 0;
-  uint32_t lease = 0;  // 23 bits, wraps
+  SessionId session;  ///< the client's session on the word's blade
+  uint8_t thread = 0;  ///< thread id
+  uint8_t task = 0;  ///< task id
+  uint32_t lease = 0;  ///< 23 bits, wraps
 };
 
-constexpr uint64_t kLockFree = 0;
-constexpr int kLockLeaseShift = 40;
-constexpr uint64_t kLockLeaseMask = (uint64_t{1} << 23) - 1;
+constexpr uint64_t kLockFree = 0;  ///< a free lock word
+constexpr int kLockLeaseShift = 40;  ///< first bit of the lease counter
+constexpr uint64_t kLockLeaseMask = (uint64_t{1} << 23) - 1;  ///< the lease counter's bits, shifted down
 
+/// The lock word of `owner`.
 uint64_t EncodeLockWord(const LockOwner& owner);
+/// The owner a lock word names.
 LockOwner DecodeLockWord(uint64_t word);
-// True for a word a live or dead holder could have written: not free, bit 63
-// clear, a session slot in range.
+/// True for a word a live or dead holder could have written: not free, bit 63
+/// clear, a session slot in range.
 bool IsHeldLockWord(uint64_t word);
-// "session 3 (incarnation 7), thread 2, task 1, lease 12" for messages.
+/// "session 3 (incarnation 7), thread 2, task 1, lease 12" for messages.
 std::string DescribeLockWord(uint64_t word);
-// `word` with its lease counter moved one forward.
+/// `word` with its lease counter moved one forward.
 uint64_t NextLease(uint64_t word);
 
+/// How long a lease lasts and how long waiters wait.
 struct LeaseOptions {
-  // A holder whose word did not move for this long is taken to be dead. A
-  // holder renews after a quarter of it (renew_if_due). A waiter can only
-  // tell that the word stood still when it looked at it at least every half
-  // lease (LeaseWatch).
+  /// A holder whose word did not move for this long is taken to be dead. A
+  /// holder renews after a quarter of it (renew_if_due). A waiter can only
+  /// tell that the word stood still when it looked at it at least every half
+  /// lease (LeaseWatch).
   uint64_t lease_ns = 2000000000;
-  // How often a waiter re-reads the holder's session word.
+  /// How often a waiter re-reads the holder's session word.
   uint64_t session_check_ns = 10000000;
-  // Longest acquire() waits for a live holder; 0: as long as it lives.
+  /// Longest acquire() waits for a live holder; 0: as long as it lives.
   uint64_t max_wait_ns = 0;
 };
 
-// Tells a waiter when the holder of a word it keeps observing is gone.
+/// Tells a waiter when the holder of a word it keeps observing is gone.
 class LeaseWatch {
  public:
-  // `scratch`: 8 bytes of the initiator's registered cache, private to the
-  // calling task.
+  /// `scratch`: 8 bytes of the initiator's registered cache, private to the
+  /// calling task.
   LeaseWatch(Initiator& initiator, node_t node, uint64_t* scratch, const LeaseOptions& options);
 
-  // Feeds the word's current value. *dead: its holder's session ended, or
-  // the value stood still for a whole lease: every observation over a lease
-  // saw it, none more than half a lease after the one before (a watcher
-  // that looked away longer cannot tell a word that stood still from one
-  // that moved and came back). A value that is not a held lock word (e.g. a
-  // state of the caller's own) can only expire.
+  /// Feeds the word's current value. *dead: its holder's session ended, or
+  /// the value stood still for a whole lease: every observation over a lease
+  /// saw it, none more than half a lease after the one before (a watcher
+  /// that looked away longer cannot tell a word that stood still from one
+  /// that moved and came back). A value that is not a held lock word (e.g. a
+  /// state of the caller's own) can only expire.
   Status observe(uint64_t observed, bool* dead);
-  // Time since the current value was first seen.
+  /// Time since the current value was first seen.
   uint64_t unchanged_ns() const;
-  // The last `dead` came from the session table, not the lease.
+  /// The last `dead` came from the session table, not the lease.
   bool by_session() const { return by_session_; }
 
  private:
@@ -109,56 +116,61 @@ class LeaseWatch {
   bool by_session_ = false;
 };
 
+/// What acquire() found on its way to the lock.
 struct LockAcquireInfo {
-  bool took_over = false;    // the previous holder died holding the lock
-  uint64_t previous = 0;     // its lock word
-  bool by_session = false;   // its death was seen in the session table
-  uint64_t waited_ns = 0;
+  bool took_over = false;    ///< the previous holder died holding the lock
+  uint64_t previous = 0;     ///< its lock word
+  bool by_session = false;   ///< its death was seen in the session table
+  uint64_t waited_ns = 0;  ///< time spent waiting
 };
 
+/// A leased lock on one remote 8-byte word (see the file's description).
 class RemoteLock {
  public:
-  // `word`: the 8-byte aligned lock word. `scratch`: 16 bytes of the
-  // initiator's registered cache, private to the calling task while the lock
-  // is in use. The owner is this client's session on word.node, the calling
-  // thread and task.
+  /// `word`: the 8-byte aligned lock word. `scratch`: 16 bytes of the
+  /// initiator's registered cache, private to the calling task while the lock
+  /// is in use. The owner is this client's session on word.node, the calling
+  /// thread and task.
   RemoteLock(Initiator& initiator, GlobalAddress word, uint64_t* scratch, const LeaseOptions& options = {});
-  // As above with the owner given (saves the session look-up, which locks a
-  // mutex, on paths that take many locks).
+  /// As above with the owner given (saves the session look-up, which locks a
+  /// mutex, on paths that take many locks).
   RemoteLock(Initiator& initiator, GlobalAddress word, uint64_t* scratch, const LockOwner& owner,
              const LeaseOptions& options = {});
 
-  // Waits until this task holds the lock (or, see try_acquire, finds a word
-  // with bit 63 set: then returns OK with held() false). `guard`, when given, paces the
-  // retries with conflict avoidance. A word holding something that is not a
-  // lock word (random bytes) is treated as a holder that stopped: taken over
-  // once it stood still for a whole lease; info->previous says what it was.
-  // Errors: the verbs' own; kTimedOut after max_wait_ns, naming the holder.
+  /// Waits until this task holds the lock (or, see try_acquire, finds a word
+  /// with bit 63 set: then returns OK with held() false). `guard`, when given, paces the
+  /// retries with conflict avoidance. A word holding something that is not a
+  /// lock word (random bytes) is treated as a holder that stopped: taken over
+  /// once it stood still for a whole lease; info->previous says what it was.
+  /// Errors: the verbs' own; kTimedOut after max_wait_ns, naming the holder.
   Status acquire(LockAcquireInfo* info = nullptr, BackoffGuard* guard = nullptr);
-  // One attempt (a single CAS, plus a session read when the word changed).
-  // A word with bit 63 set is a state of the caller's own (e.g. "published"):
-  // it is reported through last_seen() and never taken over.
+  /// One attempt (a single CAS, plus a session read when the word changed).
+  /// A word with bit 63 set is a state of the caller's own (e.g. "published"):
+  /// it is reported through last_seen() and never taken over.
   Status try_acquire(bool* acquired, LockAcquireInfo* info = nullptr);
-  // The word as the last attempt found it.
+  /// The word as the last attempt found it.
   uint64_t last_seen() const { return last_seen_; }
-  // Moves the lease forward; kLockLost when another client took over.
+  /// Moves the lease forward; kLockLost when another client took over.
   Status renew();
-  // renew() if a quarter of the lease passed since the last one.
+  /// renew() if a quarter of the lease passed since the last one.
   Status renew_if_due();
-  // Frees the word; kLockLost (and the word untouched) when another client
-  // took over meanwhile.
+  /// Frees the word; kLockLost (and the word untouched) when another client
+  /// took over meanwhile.
   Status release();
 
+  /// True while this object holds the lock.
   bool held() const { return held_; }
-  // The word as this holder last wrote it.
+  /// The word as this holder last wrote it.
   uint64_t word() const { return word_; }
+  /// Where the lock word is.
   GlobalAddress address() const { return address_; }
+  /// The initiator the lock posts through.
   Initiator& initiator() const { return initiator_; }
-  // The 16 bytes of registered scratch the lock uses (free between calls).
+  /// The 16 bytes of registered scratch the lock uses (free between calls).
   uint64_t* scratch() const { return scratch_; }
 
-  // The owner (session, thread, task) the calling thread and task use on
-  // `node`; the lease counter is the lock's own.
+  /// The owner (session, thread, task) the calling thread and task use on
+  /// `node`; the lease counter is the lock's own.
   static LockOwner Owner(Initiator& initiator, node_t node);
 
  private:
@@ -182,6 +194,7 @@ class RemoteLock {
   LeaseWatch watch_;
 };
 
+/// Nanoseconds of the steady clock (lease timing).
 uint64_t MonotonicNs();
 
 }  // namespace smart

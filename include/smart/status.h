@@ -1,5 +1,6 @@
-// Error reporting: setup code throws smart::Error; the data path returns
-// smart::Status and never throws.
+/// @file
+/// Error reporting: setup code throws smart::Error; the data path returns
+/// smart::Status and never throws.
 #pragma once
 
 #include <memory>
@@ -8,33 +9,40 @@
 
 namespace smart {
 
-// Thrown by setup code (configuration, connection, registration) with a
-// message a user can act on.
+/// Thrown by setup code (configuration, connection, registration) with a
+/// message a user can act on.
 class Error : public std::runtime_error {
  public:
+  /// An error with message `what`.
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+/// The outcome of a data-path call: OK, or a code with a message.
 class Status {
  public:
+  /// What kind of failure a Status reports.
   enum class Code : uint8_t {
-    kOk = 0,
-    kInvalidArgument,   // a bad address, size or option, caught before posting
-    kRemoteAccess,      // the memory blade refused the access (rkey, bounds)
-    kWorkRequestError,  // any other failed completion
-    kPeerFailed,        // the memory blade died or the queue pair is broken
-    kOutOfMemory,       // remote or local memory exhausted
-    kNotFound,
-    kRetry,             // the caller lost a race and should retry
-    kLockLost,          // another client took over a lock this one held
-    kTimedOut,          // waited longer than the configured bound
-    kInternal,
+    kOk = 0,  ///< success
+    kInvalidArgument,   ///< a bad address, size or option, caught before posting
+    kRemoteAccess,      ///< the memory blade refused the access (rkey, bounds)
+    kWorkRequestError,  ///< any other failed completion
+    kPeerFailed,        ///< the memory blade died or the queue pair is broken
+    kOutOfMemory,       ///< remote or local memory exhausted
+    kNotFound,  ///< the key, name or entry does not exist
+    kRetry,             ///< the caller lost a race and should retry
+    kLockLost,          ///< another client took over a lock this one held
+    kTimedOut,          ///< waited longer than the configured bound
+    kInternal,  ///< a bug or a state the framework cannot explain
   };
 
-  Status() = default;  // OK; costs one null pointer
+  Status() = default;  ///< OK; costs one null pointer
+  /// A status with `code` and `message`.
   Status(Code code, std::string message)
       : state_(std::make_shared<const State>(State{code, std::move(message)})) {}
 
+  /// @name Factories: a status of each code, with a message
+  //@{
+  /// A status of the code the factory is named after.
   static Status OK() { return Status(); }
   static Status InvalidArgument(std::string m) { return Status(Code::kInvalidArgument, std::move(m)); }
   static Status RemoteAccess(std::string m) { return Status(Code::kRemoteAccess, std::move(m)); }
@@ -47,10 +55,16 @@ class Status {
   static Status Retry(std::string m) { return Status(Code::kRetry, std::move(m)); }
   static Status Internal(std::string m) { return Status(Code::kInternal, std::move(m)); }
 
+  //@}
+  /// True on success.
   bool ok() const { return state_ == nullptr; }
+  /// Same as ok().
   explicit operator bool() const { return ok(); }
+  /// The code; kOk on success.
   Code code() const { return state_ ? state_->code : Code::kOk; }
+  /// The message; empty on success.
   const std::string& message() const;
+  /// "OK", or the code's name, ": " and the message.
   std::string ToString() const;
 
  private:
@@ -61,6 +75,7 @@ class Status {
   std::shared_ptr<const State> state_;
 };
 
+/// A readable name of `code` ("invalid argument", "peer failed", ...), as ToString() prints it.
 const char* StatusCodeName(Status::Code code);
 
 }  // namespace smart

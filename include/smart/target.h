@@ -1,7 +1,8 @@
-// The memory blade: a pool of memory registered with the transport, the
-// super chunk at its start, and a TCP listener whose handshake hands clients
-// what they need to reach the pool with one-sided operations. After the
-// handshake its CPU does nothing for them.
+/// @file
+/// The memory blade: a pool of memory registered with the transport, the
+/// super chunk at its start, and a TCP listener whose handshake hands clients
+/// what they need to reach the pool with one-sided operations. After the
+/// handshake its CPU does nothing for them.
 #pragma once
 
 #include <atomic>
@@ -15,46 +16,58 @@
 
 namespace smart {
 
+/// A memory blade (see the file's description).
 class Target {
  public:
-  // Opens the transport and allocates backend.capacity MiB (zeroed), with
-  // the super chunk initialised; or, with a file or devdax backing that
-  // already holds a pool of this capacity, reopens it as it was (named
-  // roots, allocation watermark, data), with every earlier session marked
-  // gone. Throws smart::Error.
+  /// Opens the transport and allocates backend.capacity MiB (zeroed), with
+  /// the super chunk initialised; or, with a file or devdax backing that
+  /// already holds a pool of this capacity, reopens it as it was (named
+  /// roots, allocation watermark, data), with every earlier session marked
+  /// gone. Throws smart::Error.
   Target(const SmartConfig& smart_config, const BackendConfig& backend_config);
+  /// Stops serving and releases the pool.
   ~Target();
   Target(const Target&) = delete;
   Target& operator=(const Target&) = delete;
 
-  // Listens on backend_config.tcp_port (0: a free port) and serves clients
-  // from a background thread. Throws when the port cannot be bound.
+  /// Listens on backend_config.tcp_port (0: a free port) and serves clients
+  /// from a background thread. Throws when the port cannot be bound.
   void start();
-  // Stops listening and disconnects every client. Idempotent.
+  /// Stops listening and disconnects every client. Idempotent.
   void stop();
+  /// The listening port (after start()).
   int port() const { return port_; }
 
+  /// Start of the pool in this process.
   char* base() const { return base_; }
+  /// Bytes of the pool.
   uint64_t capacity() const { return capacity_; }
+  /// The transport serving the pool.
   TransportKind transport() const;
+  /// The transport and device, for the startup line.
   std::string transport_description() const;
-  // Where the pool lives ("anonymous shared memory", "file /x (reopened)").
+  /// Where the pool lives ("anonymous shared memory", "file /x (reopened)").
   const std::string& backing_description() const;
-  // True when the pool was reopened from its backing, not formatted.
+  /// True when the pool was reopened from its backing, not formatted.
   bool reopened() const;
 
-  // Takes `count` contiguous chunks from the pool (the same watermark
-  // clients advance with remote CAS). Null when the pool is exhausted.
+  /// Takes `count` contiguous chunks from the pool (the same watermark
+  /// clients advance with remote CAS). Null when the pool is exhausted.
   GlobalAddress alloc_chunk(uint64_t count);
-  // Address of `p`, which must lie inside the pool.
+  /// Address of `p`, which must lie inside the pool.
   GlobalAddress rel_ptr(const void* p) const;
+  /// Pointer in this process to `addr` (node and region ignored).
   void* local_ptr(GlobalAddress addr) const { return base_ + addr.offset; }
+  /// Sets root entry `index` of the super chunk.
   void set_root_entry(int index, uint64_t value);
+  /// Root entry `index` of the super chunk.
   uint64_t get_root_entry(int index) const;
+  /// Chunk 0: the allocation watermark and the root entries.
   SuperChunk* super_chunk() const { return reinterpret_cast<SuperChunk*>(base_); }
 
+  /// Clients whose session is open.
   int connected_clients() const;
-  // Bytes of the pool backed by memory right now (pages touched so far).
+  /// Bytes of the pool backed by memory right now (pages touched so far).
   uint64_t resident_bytes() const;
 
   struct Impl;
@@ -66,18 +79,19 @@ class Target {
   int port_ = -1;
 };
 
-// Blocks until the process receives SIGINT or SIGTERM; returns the signal.
-// Installs handlers the first time it (or InstallTerminationHandlers) runs.
+/// Blocks until the process receives SIGINT or SIGTERM; returns the signal.
+/// Installs handlers the first time it (or InstallTerminationHandlers) runs.
 int WaitForTerminationSignal();
+/// Makes SIGINT and SIGTERM set a flag (and wake WaitForTerminationSignal) instead of ending the process.
 void InstallTerminationHandlers();
-// True once SIGINT or SIGTERM arrived (after InstallTerminationHandlers).
+/// True once SIGINT or SIGTERM arrived (after InstallTerminationHandlers).
 bool TerminationRequested();
 
-// The whole main() of an application's memory-blade program (e.g.
-// hashtable_backend): options CONFIG, --port, --capacity and --backing over
-// backend.json, "listening on port N" on stdout, serving until SIGINT or
-// SIGTERM. Returns the exit status: 0, 1 (a runtime failure) or 2 (a usage
-// error). `program` names it in messages; `description` heads --help.
+/// The whole main() of an application's memory-blade program (e.g.
+/// hashtable_backend): options CONFIG, --port, --capacity and --backing over
+/// backend.json, "listening on port N" on stdout, serving until SIGINT or
+/// SIGTERM. Returns the exit status: 0, 1 (a runtime failure) or 2 (a usage
+/// error). `program` names it in messages; `description` heads --help.
 int RunMemoryBladeMain(int argc, char** argv, const char* program, const char* description);
 
 }  // namespace smart

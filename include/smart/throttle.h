@@ -1,25 +1,26 @@
-// Adaptive work-request throttling and conflict avoidance.
-//
-// CreditTuner: every thread may have at most `bound` work requests in
-// flight. The tuner measures completed work requests per epoch (sample_cycles
-// TSC cycles) and, in a training phase, tries the bounds initial_credit,
-// initial_credit + credit_step, ..., max_credit and then "unbounded" (the
-// queue depth), one epoch each. It keeps the bound that completed the most,
-// except that unbounded wins unless the best finite bound beat it by more than
-// inf_credit_weight (5% by default). The chosen bound holds for
-// execution_epochs epochs, then training starts again, so the bound follows
-// load changes. Too many outstanding requests thrash a NIC's caches; on a
-// transport without that cliff, training settles on unbounded.
-//
-// Backoff: per thread, for code that retries after losing a CAS race. A
-// retry waits a truncated exponential delay with jitter (starting at
-// initial_backoff_ns, doubling per retry of the same task, capped by a limit
-// that itself adapts). Once per epoch the retry rate r = retries / (retries +
-// finished tasks) is compared with two water marks: above the high mark the
-// number of tasks admitted to run concurrently halves, below the low mark it
-// doubles (up to max_tasks). When the admission limit cannot move further,
-// the backoff cap moves instead (doubles when at one task, halves when at
-// max_tasks).
+/// @file
+/// Adaptive work-request throttling and conflict avoidance.
+///
+/// CreditTuner: every thread may have at most `bound` work requests in
+/// flight. The tuner measures completed work requests per epoch (sample_cycles
+/// TSC cycles) and, in a training phase, tries the bounds initial_credit,
+/// initial_credit + credit_step, ..., max_credit and then "unbounded" (the
+/// queue depth), one epoch each. It keeps the bound that completed the most,
+/// except that unbounded wins unless the best finite bound beat it by more than
+/// inf_credit_weight (5% by default). The chosen bound holds for
+/// execution_epochs epochs, then training starts again, so the bound follows
+/// load changes. Too many outstanding requests thrash a NIC's caches; on a
+/// transport without that cliff, training settles on unbounded.
+///
+/// Backoff: per thread, for code that retries after losing a CAS race. A
+/// retry waits a truncated exponential delay with jitter (starting at
+/// initial_backoff_ns, doubling per retry of the same task, capped by a limit
+/// that itself adapts). Once per epoch the retry rate r = retries / (retries +
+/// finished tasks) is compared with two water marks: above the high mark the
+/// number of tasks admitted to run concurrently halves, below the low mark it
+/// doubles (up to max_tasks). When the admission limit cannot move further,
+/// the backoff cap moves instead (doubles when at one task, halves when at
+/// max_tasks).
 #pragma once
 
 #include <cstdint>
@@ -30,16 +31,19 @@
 
 namespace smart {
 
+/// Chooses the per-thread bound on work requests in flight (see the file's description).
 class CreditTuner {
  public:
-  // `unbounded` is the bound that means no throttling (the queue depth).
+  /// `unbounded` is the bound that means no throttling (the queue depth).
   CreditTuner(const WorkReqThrotConfig& config, int unbounded);
 
+  /// The bound in force.
   int bound() const { return bound_; }
+  /// True while bounds are being tried.
   bool training() const { return training_; }
-  // Feeds one epoch's completed work requests (normalised to a nominal
-  // epoch; epochs with no completions should not be fed). Returns the bound
-  // for the next epoch.
+  /// Feeds one epoch's completed work requests (normalised to a nominal
+  /// epoch; epochs with no completions should not be fed). Returns the bound
+  /// for the next epoch.
   int on_epoch(double completed);
 
  private:
@@ -52,27 +56,35 @@ class CreditTuner {
   int execution_epochs_ = 0;
 };
 
+/// One thread's conflict avoidance: admission of tasks and backoff of retries.
 class Backoff {
  public:
+  /// Reads conflict_avoidance and use_conflict_avoidance from `config`.
   explicit Backoff(const SmartConfig& config);
 
-  // Admission: waits (as a task) until this task may run. Call once per
-  // operation that may retry; pair with end_task().
+  /// Admission: waits (as a task) until this task may run. Call once per
+  /// operation that may retry; pair with end_task().
   void begin_task();
+  /// The operation begun by begin_task() finished.
   void end_task();
-  // The running operation lost a race: count it and, if `suspend`, wait
-  // the task's current backoff (yielding to other tasks) and double it.
+  /// The running operation lost a race: count it and, if `suspend`, wait
+  /// the task's current backoff (yielding to other tasks) and double it.
   void retry_task(bool suspend = true);
 
-  // Applies one epoch's counts to the admission limit and backoff cap.
+  /// Applies one epoch's counts to the admission limit and backoff cap.
   void end_epoch(uint64_t retries, uint64_t tasks);
 
+  /// use_conflict_avoidance was on.
   bool enabled() const { return enabled_; }
+  /// Tasks admitted at once right now.
   int admission_limit() const { return max_credit_; }
+  /// The current backoff cap.
   uint64_t backoff_limit_ns() const;
+  /// Retries counted so far.
   uint64_t total_retries() const { return total_retries_; }
+  /// Operations finished so far.
   uint64_t total_tasks() const { return total_tasks_; }
-  // Operations that needed k retries, k = 0..8 (8: eight or more).
+  /// Operations that needed k retries, k = 0..8 (8: eight or more).
   const uint64_t* retry_histogram() const { return retry_histogram_; }
 
  private:
@@ -103,13 +115,17 @@ class Backoff {
   uint64_t seed_;
 };
 
-// begin_task() on construction, end_task() on destruction.
+/// begin_task() on construction, end_task() on destruction.
+/// Scoped admission for one operation under a Backoff.
 class BackoffGuard {
  public:
+  /// Waits for admission.
   explicit BackoffGuard(Backoff& backoff) : backoff_(backoff) { backoff_.begin_task(); }
+  /// Leaves admission.
   ~BackoffGuard() { backoff_.end_task(); }
   BackoffGuard(const BackoffGuard&) = delete;
   BackoffGuard& operator=(const BackoffGuard&) = delete;
+  /// Same as Backoff::retry_task.
   void retry_task(bool suspend = true) { backoff_.retry_task(suspend); }
 
  private:

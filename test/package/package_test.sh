@@ -57,12 +57,30 @@ grep -q "hashtable_backend: 24 MiB on " "$WORK_DIR/blade0.log" ||
 pass "the installed hashtable_backend read its default configuration from the moved prefix"
 
 # --- 2. the examples against the moved prefix --------------------------------
-run_counter() {
+# Each example's result line: the counts must agree (a lost update, a
+# wrong value or a failed verb shows here) and be more than nothing.
+declare -A EXPECT=(
+  [remote_counter]='counter = \([1-9][0-9]*\), acknowledged increments = \1, failed = 0$'
+  [locked_record]='counter = \([1-9][0-9]*\), acknowledged updates = \1, failed = 0, take-overs = 0, record consistent'
+  [lookup_table]='speculative hits = [1-9][0-9]*, mismatches = [1-9][0-9]*, cold = [0-9]*, absent = [0-9]*, wrong = 0, failed = 0$'
+)
+EXAMPLES=(remote_counter locked_record lookup_table)
+# run_example WHAT EXE ARGS...: EXE's basename names the example.
+run_example() {
   local what=$1 exe=$2
   shift 2
-  "$exe" "$@" >"$T/counter.log" 2>&1 || { cat "$T/counter.log" >&2; fail "$what: remote_counter $*"; }
-  grep -q "counter = \([0-9]*\), acknowledged increments = \1, failed = 0" "$T/counter.log" ||
-    fail "$what: $(cat "$T/counter.log")"
+  local name
+  name=$(basename "$exe")
+  name=${name%_pc}
+  "$exe" "$@" >"$T/example.log" 2>&1 || { cat "$T/example.log" >&2; fail "$what: $name $*"; }
+  grep -q "^$name: .*${EXPECT[$name]}" "$T/example.log" || fail "$what: $(cat "$T/example.log")"
+}
+run_examples() {
+  local what=$1 dir=$2 suffix=$3
+  shift 3
+  for name in "${EXAMPLES[@]}"; do
+    run_example "$what" "$dir/$name$suffix" "$@"
+  done
 }
 build_examples_cmake() {
   local what=$1 prefix=$2 dir=$3
@@ -71,17 +89,19 @@ build_examples_cmake() {
   cmake --build "$dir" -j "$JOBS" >>"$dir.log" 2>&1 || { cat "$dir.log" >&2; fail "$what: cmake build"; }
 }
 build_examples_cmake "find_package(smart)" "$P" "$T/ex-cmake"
-run_counter "find_package build, embedded blade" "$T/ex-cmake/remote_counter" 2 4 200
-run_counter "find_package build, installed blade" "$T/ex-cmake/remote_counter" 2 4 200 "127.0.0.1:$BLADE_PORT"
-pass "examples built with find_package(smart) from the moved prefix run against both blades"
+run_examples "find_package build, embedded blade" "$T/ex-cmake" "" 2 4 200
+run_examples "find_package build, installed blade" "$T/ex-cmake" "" 2 4 200 "127.0.0.1:$BLADE_PORT"
+pass "examples (${EXAMPLES[*]}) built with find_package(smart) from the moved prefix run against both blades"
 
 PKG_CONFIG_PATH=$P/lib/pkgconfig pkg-config --exists --print-errors smart || fail "pkg-config does not find smart.pc"
-# shellcheck disable=SC2046
-g++ -O2 -o "$T/remote_counter_pc" "$SMART_SOURCE/examples/remote_counter.cc" \
-  $(PKG_CONFIG_PATH=$P/lib/pkgconfig pkg-config --cflags --libs smart) 2>"$T/pc.log" ||
-  { cat "$T/pc.log" >&2; fail "building remote_counter with pkg-config"; }
-run_counter "pkg-config build, installed blade" "$T/remote_counter_pc" 3 2 200 "127.0.0.1:$BLADE_PORT"
-pass "remote_counter built with pkg-config from the moved prefix runs"
+for name in "${EXAMPLES[@]}"; do
+  # shellcheck disable=SC2046
+  g++ -O2 -o "$T/${name}_pc" "$SMART_SOURCE/examples/$name.cc" \
+    $(PKG_CONFIG_PATH=$P/lib/pkgconfig pkg-config --cflags --libs smart) 2>"$T/pc.log" ||
+    { cat "$T/pc.log" >&2; fail "building $name with pkg-config"; }
+done
+run_examples "pkg-config build, installed blade" "$T" _pc 3 2 200 "127.0.0.1:$BLADE_PORT"
+pass "examples built with pkg-config from the moved prefix run"
 stop_blades
 
 # --- 3. the Debian package ---------------------------------------------------
@@ -104,5 +124,5 @@ for alt in "${alternatives[@]}"; do
 done
 dpkg-deb -x "$deb" "$T/root"
 build_examples_cmake "the unpacked .deb" "$T/root/usr" "$T/ex-deb"
-run_counter "the unpacked .deb's build" "$T/ex-deb/remote_counter" 2 2 100
+run_examples "the unpacked .deb's build" "$T/ex-deb" "" 2 2 100
 pass "cpack -G DEB: $(basename "$deb") holds the library, headers, CMake and pkg-config files, tools and config; its dependencies are installed; unpacked, it builds the examples"

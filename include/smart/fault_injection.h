@@ -5,7 +5,7 @@
 // SmartConfig::ApplyEnvironment, installed when the transport opens), as
 // rules separated by ';':
 //
-//   ACTION@TARGET[#N]
+//   ACTION@TARGET[#N[+]]
 //     ACTION  kill          SIGKILL to this process
 //             stop          SIGSTOP to this process (SIGCONT resumes it)
 //             exit=CODE     _exit(CODE)
@@ -17,7 +17,10 @@
 //             read | write | cas | faa | any
 //                           the work requests of that opcode this process
 //                           posts (any: all of them)
-//     #N      fire on the Nth hit (default 1); each rule fires once
+//     #N      fire on the Nth hit (default 1); such a rule fires once
+//     #N+     fire on every Nth hit: the Nth, the 2Nth, ... (e.g. delay every
+//             third CAS with 'delay=50us@cas#3+', so that the windows between
+//             a read and the CAS that depends on it stay open)
 //
 // e.g. SMART_FAULTS='stop@point:ht.split.frozen' or 'fail@read#100;kill@cas#5'.
 // Work-request actions happen before the request is posted.
@@ -48,6 +51,7 @@ struct FaultRule {
   FaultTarget target = FaultTarget::kPoint;
   std::string point;        // for kPoint
   uint64_t nth = 1;         // fires on this hit
+  bool repeat = false;      // and on every nth hit after it
   uint64_t delay_ns = 0;    // kDelay
   int exit_code = 0;        // kExit
   std::string text;         // the rule as written, for messages

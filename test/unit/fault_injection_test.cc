@@ -164,5 +164,24 @@ TEST(FaultRules, AFailedRequestCompletesWithAnErrorAndChangesNothing) {
   EXPECT_NE(*remote, 2u);
 }
 
+// A failed atomic, like a failed write, completes with an error and leaves
+// remote memory as it was (the fault changes the atomic's own rkey).
+TEST(FaultRules, AFailedCompareAndSwapCompletesWithAnErrorAndChangesNothing) {
+  SmartConfig config = testing::TestConfig();
+  EmbeddedMemoryBlade blade(config, 4);
+  config.faults = ParseFaultRules("fail@cas#2");
+  Initiator initiator(config);
+  initiator.connect(0, blade.host(), blade.port(), 2);
+  auto* buffer = static_cast<uint64_t*>(initiator.alloc_cache(64));
+  auto* remote = static_cast<uint64_t*>(blade.target().local_ptr(GlobalAddress(0, 65536)));
+  *remote = 7;
+  ASSERT_TRUE(initiator.compare_and_swap(buffer, GlobalAddress(0, 65536), 7, 8, Option::kSync).ok());
+  EXPECT_EQ(*remote, 8u);
+  const Status s = initiator.compare_and_swap(buffer, GlobalAddress(0, 65536), 8, 9, Option::kSync);
+  EXPECT_FALSE(s.ok()) << "a CAS that the rule failed completed";
+  EXPECT_EQ(*remote, 8u) << "the failed CAS changed remote memory";
+  InstallFaultRules({});
+}
+
 }  // namespace
 }  // namespace smart

@@ -55,9 +55,10 @@ struct TableOptions {
   // ends in an error, not a loop. Longer than the lease, so that a dead
   // splitter is taken over first.
   uint64_t retry_timeout_ns = 10000000000;
-  // Tests only: inserts pick an empty slot by task instead of the first of
-  // the emptiest bucket, so that racing inserts of one key take different
-  // slots and leave duplicates for the inserters to remove.
+  // Tests only: inserts pick a candidate bucket and an empty slot by task
+  // instead of the first slot of the emptiest bucket, so that racing
+  // inserts of one key land in different buckets and slots and leave
+  // duplicates for the inserters to remove.
   bool spread_inserts_for_tests = false;
   // Room in the directory built with the table, as a depth (2^depth
   // entries of 8 bytes, at least the table's initial depth). A table that

@@ -198,15 +198,22 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
     }
     best_slot = first_empty[best_bucket];
     if (__builtin_expect(options_.spread_inserts_for_tests, 0)) {
-      // Tests: a different empty slot per task, so that racing inserts of
-      // one key land in different slots and the duplicate removal runs.
-      int n = 0;
+      // Tests: each task picks its own candidate bucket (of those with
+      // room) and empty slot, so that racing inserts of one key land in
+      // different buckets and slots and the duplicate removal runs.
+      const int pick = this_task::id() + ThreadId() * 7;
+      int with_room[kCandidateBuckets];
+      int rooms = 0;
       for (int b = 0; b < v.count; ++b) {
-        for (int j = 0; j < kSlotsPerBucket; ++j) {
-          if (!SlotEmpty(v.slot(b, j)) || ++n != 1 + (this_task::id() + ThreadId() * 7) % 5) continue;
-          best_bucket = b;
-          best_slot = j;
-        }
+        if (empties[b] > 0) with_room[rooms++] = b;
+      }
+      best_bucket = with_room[pick % rooms];
+      int skip = (pick / rooms) % empties[best_bucket];
+      for (int j = 0; j < kSlotsPerBucket; ++j) {
+        const uint64_t slot = v.slot(best_bucket, j);
+        if (!SlotEmpty(slot) || SlotFrozen(slot) || skip-- > 0) continue;
+        best_slot = j;
+        break;
       }
     }
     const uint64_t expected = v.slot(best_bucket, best_slot);

@@ -7,7 +7,7 @@
 /// rules separated by ';':
 ///
 /// @verbatim
-///   ACTION@TARGET[#N]
+///   ACTION@TARGET[#N[+]]
 ///     ACTION  kill          SIGKILL to this process
 ///             stop          SIGSTOP to this process (SIGCONT resumes it)
 ///             exit=CODE     _exit(CODE)
@@ -19,7 +19,10 @@
 ///             read | write | cas | faa | any
 ///                           the work requests of that opcode this process
 ///                           posts (any: all of them)
-///     #N      fire on the Nth hit (default 1); each rule fires once
+///     #N      fire on the Nth hit (default 1); such a rule fires once
+///     #N+     fire on every Nth hit: the Nth, the 2Nth, ... (e.g. delay every
+///             third CAS with 'delay=50us@cas#3+', so that the windows between
+///             a read and the CAS that depends on it stay open)
 ///
 /// e.g. SMART_FAULTS='stop@point:ht.split.frozen' or 'fail@read#100;kill@cas#5'.
 /// @endverbatim
@@ -29,7 +32,8 @@
 /// on a flag): ht.split.locked, ht.split.frozen, ht.split.rewriting,
 /// ht.split.publishing (SMART-HT's split, apps/hashtable/split.cc),
 /// ht.build.subtable (building the table, apps/hashtable/build.cc),
-/// ht.retry (each retry of an operation past its first 64, stalls.cc);
+/// ht.retry (each retry of an operation past its first 64, stalls.cc),
+/// bt.retry (the same for SMART-BT, lookup.cc);
 /// bt.lock.taken, bt.leaf.locked, bt.split.leaf.sibling_written,
 /// bt.split.leaf.linked, bt.split.internal.sibling_written,
 /// bt.split.internal.linked and bt.root.written (SMART-BT's page locks and
@@ -54,6 +58,7 @@ struct FaultRule {
   FaultTarget target = FaultTarget::kPoint;  ///< TARGET
   std::string point;        ///< for kPoint
   uint64_t nth = 1;         ///< fires on this hit
+  bool repeat = false;      ///< and on every nth hit after it
   uint64_t delay_ns = 0;    ///< kDelay
   int exit_code = 0;        ///< kExit
   std::string text;         ///< the rule as written, for messages

@@ -5,7 +5,9 @@
 # each key holds exactly some writer's last acknowledged value, and no
 # acknowledged write that started after that one returned was lost. Then
 # the same with three writers on 16 keys for thousands of rounds, so that
-# their writes to one key overlap all the time.
+# their writes to one key overlap all the time; every third CAS of theirs
+# waits 20 us (fault injection), holding the window between an update's
+# read of the slot and its CAS open while the others write.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/hashtable_lib.sh"
 start_hashtable_blade 256
@@ -22,7 +24,8 @@ pass "concurrent updates: monotonic per writer, and the final state matches ever
 
 check insert --from 5000 --to 5016 --writer 0 --log "$L/c0.log" >/dev/null
 for w in 1 2 3; do
-  check_bg update --from 5000 --to 5016 --writer $w --rounds 3000 --threads 1 --coros 4 --log "$L/c$w.log"
+  SMART_FAULTS='delay=20us@cas#3+' check_bg update --from 5000 --to 5016 --writer $w --rounds 3000 --threads 1 \
+    --coros 4 --log "$L/c$w.log"
 done
 wait_checks
 check check-log --from 5000 --to 5016 --log "$L/c0.log" --log "$L/c1.log" --log "$L/c2.log" --log "$L/c3.log"

@@ -11,6 +11,7 @@
 #include "smart/fault_injection.h"
 #include "smart/initiator.h"
 #include "smart/target.h"
+#include "smart/transport/fault/fault_internal.h"
 #include "test_util.h"
 
 namespace smart {
@@ -38,9 +39,22 @@ TEST(FaultRules, ParsesEveryActionAndTarget) {
   EXPECT_TRUE(ParseFaultRules("").empty());
 }
 
+TEST(FaultRules, ParsesARepeatingHitCount) {
+  const auto rules = ParseFaultRules("delay=50us@cas#3+;fail@read#7;stop@point:p#1+");
+  ASSERT_EQ(rules.size(), 3u);
+  EXPECT_TRUE(rules[0].repeat);
+  EXPECT_EQ(rules[0].nth, 3u);
+  EXPECT_EQ(rules[0].target, FaultTarget::kCas);
+  EXPECT_FALSE(rules[1].repeat);
+  EXPECT_EQ(rules[1].nth, 7u);
+  EXPECT_TRUE(rules[2].repeat);
+  EXPECT_EQ(rules[2].nth, 1u);
+}
+
 TEST(FaultRules, BadRulesAreRefusedNamingTheRule) {
   for (const char* bad : {"kill", "boom@read", "kill@nowhere", "fail@point:x", "delay=5@read", "delay=xms@read",
-                          "exit=300@read", "kill@read#0", "kill@read#x", "kill@point:"}) {
+                          "exit=300@read", "kill@read#0", "kill@read#x", "kill@point:", "kill@read#+",
+                          "kill@read#0+", "kill@read#3++", "kill@read#+3"}) {
     try {
       ParseFaultRules(std::string("stop@read;") + bad);
       ADD_FAILURE() << bad << " was accepted";
@@ -88,6 +102,28 @@ TEST(FaultRules, APointFiresOnItsNthHitOnly) {
   EXPECT_EQ(WEXITSTATUS(status), 42);
 }
 
+// Which of `count` work requests of `opcode` the installed rules fire on.
+std::vector<int> FiringHits(int opcode, int count) {
+  std::vector<int> fired;
+  for (int i = 1; i <= count; ++i) {
+    FaultRule rule;
+    if (fault_internal::HitRequest(opcode, &rule)) fired.push_back(i);
+  }
+  return fired;
+}
+
+TEST(FaultRules, ARepeatingRuleFiresOnEveryNthHitAndAOneShotRuleOnce) {
+  InstallFaultRules(ParseFaultRules("fail@cas#3+;fail@read#2;fail@faa#1+"));
+  EXPECT_EQ(FiringHits(IBV_WR_ATOMIC_CMP_AND_SWP, 10), (std::vector<int>{3, 6, 9}));
+  EXPECT_EQ(FiringHits(IBV_WR_RDMA_READ, 10), (std::vector<int>{2}));
+  EXPECT_EQ(FiringHits(IBV_WR_ATOMIC_FETCH_AND_ADD, 4), (std::vector<int>{1, 2, 3, 4}));
+  // Requests of other opcodes neither fire nor count.
+  EXPECT_TRUE(FiringHits(IBV_WR_RDMA_WRITE, 10).empty());
+  EXPECT_EQ(FiringHits(IBV_WR_ATOMIC_CMP_AND_SWP, 3), (std::vector<int>{2}));  // hits 11-13: the 12th
+  InstallFaultRules({});
+  EXPECT_FALSE(HasWorkRequestFaults());
+}
+
 TEST(FaultRules, KillAndStopActOnTheProcess) {
   int status = InChild([] {
     InstallFaultRules(ParseFaultRules("kill@point:test.kill"));
@@ -126,6 +162,25 @@ TEST(FaultRules, AFailedRequestCompletesWithAnErrorAndChangesNothing) {
   InstallFaultRules({});
   (void)initiator.write(buffer, GlobalAddress(0, 65536), 8, Option::kSync);
   EXPECT_NE(*remote, 2u);
+}
+
+// A failed atomic, like a failed write, completes with an error and leaves
+// remote memory as it was (the fault changes the atomic's own rkey).
+TEST(FaultRules, AFailedCompareAndSwapCompletesWithAnErrorAndChangesNothing) {
+  SmartConfig config = testing::TestConfig();
+  EmbeddedMemoryBlade blade(config, 4);
+  config.faults = ParseFaultRules("fail@cas#2");
+  Initiator initiator(config);
+  initiator.connect(0, blade.host(), blade.port(), 2);
+  auto* buffer = static_cast<uint64_t*>(initiator.alloc_cache(64));
+  auto* remote = static_cast<uint64_t*>(blade.target().local_ptr(GlobalAddress(0, 65536)));
+  *remote = 7;
+  ASSERT_TRUE(initiator.compare_and_swap(buffer, GlobalAddress(0, 65536), 7, 8, Option::kSync).ok());
+  EXPECT_EQ(*remote, 8u);
+  const Status s = initiator.compare_and_swap(buffer, GlobalAddress(0, 65536), 8, 9, Option::kSync);
+  EXPECT_FALSE(s.ok()) << "a CAS that the rule failed completed";
+  EXPECT_EQ(*remote, 8u) << "the failed CAS changed remote memory";
+  InstallFaultRules({});
 }
 
 }  // namespace

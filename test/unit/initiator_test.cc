@@ -10,6 +10,7 @@
 #include "smart/resource/net.h"
 #include "smart/initiator.h"
 #include "smart/target.h"
+#include "smart/transport.h"
 #include "smart/task.h"
 #include "test_util.h"
 
@@ -312,6 +313,25 @@ TEST(InitiatorConnect, SilentPeerTimesOut) {
     EXPECT_NE(std::string(e.what()).find("timed out waiting for an answer"), std::string::npos) << e.what();
   }
   close(fd);
+}
+
+// On a host without an RDMA stack, asking for verbs ends in an error that
+// says why and names the way out, not a crash.
+TEST(VerbsTransport, WithoutAnRdmaDeviceItIsAClearError) {
+  if (CountRdmaDevices() > 0) GTEST_SKIP() << "this host has an RDMA device";
+  SmartConfig config = testing::TestConfig();
+  config.transport = TransportChoice::kVerbs;
+  try {
+    const std::unique_ptr<Device> device = Device::Open(config);
+    FAIL() << "opened a verbs device on a host without one";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("verbs transport:"), std::string::npos) << what;
+    EXPECT_TRUE(what.find("no RDMA device") != std::string::npos ||
+                what.find("ibv_get_device_list") != std::string::npos)
+        << what;
+    EXPECT_NE(what.find("\"shm\""), std::string::npos) << what;
+  }
 }
 
 }  // namespace

@@ -55,6 +55,8 @@ TEST_F(NamedRootTest, FirstOpenBuildsOthersAttachToThePublishedValue) {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_FALSE(attached.load());  // waits for the builder
+  uint64_t early = 0;
+  EXPECT_EQ(ra.lookup(0, "hashtable", &early).code(), Status::Code::kNotFound) << "found before its publish: " << early;
   ASSERT_TRUE(claim.renew_if_due().ok());
   ASSERT_TRUE(claim.publish(0x123456).ok());
   other.join();

@@ -33,7 +33,7 @@ bool g_request_rules = false;
 
 [[noreturn]] void Bad(const std::string& rule, const std::string& why) {
   throw Error("SMART_FAULTS: bad rule \"" + rule + "\": " + why +
-              " (expected ACTION@TARGET[#N]; ACTION: kill, stop, exit=CODE, delay=Nus|Nms, fail; "
+              " (expected ACTION@TARGET[#N[+]]; ACTION: kill, stop, exit=CODE, delay=Nus|Nms, fail; "
               "TARGET: point:NAME, read, write, cas, faa, any)");
 }
 
@@ -53,7 +53,12 @@ FaultRule ParseRule(const std::string& text) {
   std::string target = text.substr(at + 1);
   const size_t hash = target.rfind('#');
   if (hash != std::string::npos) {
-    r.nth = ParseNumber(text, target.substr(hash + 1), "the hit count");
+    std::string count = target.substr(hash + 1);
+    if (!count.empty() && count.back() == '+') {
+      r.repeat = true;
+      count.pop_back();
+    }
+    r.nth = ParseNumber(text, count, "the hit count");
     if (r.nth == 0) Bad(text, "hits count from 1");
     target = target.substr(0, hash);
   }
@@ -98,6 +103,16 @@ FaultRule ParseRule(const std::string& text) {
     Bad(text, "unknown target \"" + target + "\"");
   }
   return r;
+}
+
+// Counts one hit of a rule that matched; true when the rule fires on it.
+// A one-shot rule fires on its nth hit only, a repeating one on every nth.
+bool Fires(ArmedRule& a) {
+  ++a.hits;
+  if (a.rule.repeat) return a.hits % a.rule.nth == 0;
+  if (a.hits != a.rule.nth) return false;
+  a.fired = true;
+  return true;
 }
 
 }  // namespace
@@ -168,8 +183,7 @@ void HitPoint(const char* name) {
     ArmedRule* found = nullptr;
     for (ArmedRule& a : g_rules) {
       if (a.rule.target != FaultTarget::kPoint || a.fired || a.rule.point != name) continue;
-      if (++a.hits == a.rule.nth) {
-        a.fired = true;
+      if (Fires(a)) {
         found = &a;
         break;
       }
@@ -177,7 +191,7 @@ void HitPoint(const char* name) {
     if (found == nullptr) return;
     fire = found->rule;
   }
-  SMART_WARN("fault injection: %s fires", fire.text.c_str());
+  if (!fire.repeat) SMART_WARN("fault injection: %s fires", fire.text.c_str());
   Perform(fire);
 }
 
@@ -190,8 +204,7 @@ bool HitRequest(int opcode, FaultRule* fire) {
                          (t == FaultTarget::kWrite && opcode == IBV_WR_RDMA_WRITE) ||
                          (t == FaultTarget::kCas && opcode == IBV_WR_ATOMIC_CMP_AND_SWP) ||
                          (t == FaultTarget::kFaa && opcode == IBV_WR_ATOMIC_FETCH_AND_ADD);
-    if (!matches || ++a.hits != a.rule.nth) continue;
-    a.fired = true;
+    if (!matches || !Fires(a)) continue;
     *fire = a.rule;
     return true;
   }

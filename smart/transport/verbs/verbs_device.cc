@@ -74,7 +74,7 @@ void VerbsDevice::open(const SmartConfig& config) {
   ibv_device** list = ibv_get_device_list(&count);
   if (list == nullptr) {
     throw Error("verbs transport: " + VerbError("ibv_get_device_list", ErrnoOr(ENOSYS)) +
-                " (is rdma-core installed and the RDMA kernel modules loaded?)");
+                " (is rdma-core installed and the RDMA kernel modules loaded? without them, use \"transport\": \"shm\")");
   }
   ibv_device* chosen = nullptr;
   std::string names;

@@ -39,6 +39,7 @@ wait_stopped_or_gone() {
 run_case() {
   local action=$1 rule=$2 to=$3
   [[ $ACTIONS == *" $action "* ]] || return 0
+  local case_start=$SECONDS
   start_btree_blade 256
   SERVERS=("127.0.0.1:$BLADE_PORT")
   rm -f "$L"/*.log
@@ -83,7 +84,7 @@ run_case() {
   grep -q "moved right 0)" "$L/final.out" ||
     { cat "$L/final.out" >&2; fail "$rule: a split the victim left is still unfinished"; }
   stop_blades
-  pass "$rule: the others went on; every acknowledged insert is there, once, in a well-formed tree"
+  pass "$rule: the others went on; every acknowledged insert is there, once, in a well-formed tree ($((SECONDS - case_start)) s)"
 }
 
 run_case stop 'stop@point:bt.leaf.locked#40' 3000

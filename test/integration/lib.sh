@@ -60,10 +60,15 @@ trap 'exit 130' INT TERM
 # Writes a smart_config.json for SMART_TEST_TRANSPORT (shm or verbs) and
 # prints its path. The verbs variant keeps the repository's settings and
 # adds SMART_TEST_GID_INDEX when set (the Soft-RoCE guest sets it).
+# SMART_TEST_SMART_CONFIG names one already written for the transport, used
+# as is: the Soft-RoCE tier writes it once for all its tests, since python3
+# takes seconds to start in the emulated guest.
 smart_test_config() {
   local transport=${SMART_TEST_TRANSPORT:-shm}
   local path="$WORK_DIR/smart_config.$transport.json"
-  if [[ ! -f $path ]]; then
+  if [[ ! -f $path && -n ${SMART_TEST_SMART_CONFIG:-} ]]; then
+    cp "$SMART_TEST_SMART_CONFIG" "$path"
+  elif [[ ! -f $path ]]; then
     python3 - "$SMART_SOURCE/config/smart_config.json" "$path" "$transport" "${SMART_TEST_GID_INDEX:-}" <<'PY'
 import json, sys
 src, dst, transport, gid = sys.argv[1:5]

@@ -1,13 +1,6 @@
 # Shared by the btree_*.sh integration tests (sourced after lib.sh).
 
-# Over verbs (the Soft-RoCE guest, where a write costs tens of times what it
-# costs on shm) the tests keep every check but run on fewer keys and rounds,
-# so that the four add minutes, not a quarter of an hour, to the tier.
-#   sized SHM VERBS   prints the number for the transport in use
-if [[ ${SMART_TEST_TRANSPORT:-shm} == verbs ]]; then ON_VERBS=1; else ON_VERBS=0; fi
-sized() {
-  if ((ON_VERBS)); then echo "$2"; else echo "$1"; fi
-}
+# Over verbs the tests run on fewer keys and rounds (sized, lib.sh).
 
 # Starts a btree_backend of MIB MiB on a free port; sets BLADE_PORT.
 start_btree_blade() {

@@ -14,7 +14,8 @@ SERVERS=("127.0.0.1:$BLADE_PORT")
 if [[ ${SMART_TEST_TRANSPORT:-shm} == verbs ]]; then LEASE=(--lease-ms 2000); else LEASE=(--lease-ms 300); fi
 check build --expected-keys 20000 "${LEASE[@]}" >/dev/null
 
-rounds=${CRASH_ROUNDS:-6}
+rounds=${CRASH_ROUNDS:-$(sized 6 3)}
+again=$(sized 20000 5000)  # the first keys of the victim's range, inserted again
 recovered=0
 for round in $(seq 1 "$rounds"); do
   victim_from=$((round * 10000000))
@@ -38,7 +39,7 @@ for round in $(seq 1 "$rounds"); do
   victim_from=$((round * 10000000))
   grep -q "insert: ok" "$WORK_DIR/victim.$round.log" && fail "round $round: the victim finished before it was killed"
   # The first keys of each of the victim's workers, inserted before the kill.
-  check insert --from "$victim_from" --to $((victim_from + 20000)) --writer 2 >/dev/null
-  check verify --from "$victim_from" --to $((victim_from + 20000)) --writer 2 --writers 3 --rounds 0 --exact >/dev/null
+  check insert --from "$victim_from" --to $((victim_from + again)) --writer 2 >/dev/null
+  check verify --from "$victim_from" --to $((victim_from + again)) --writer 2 --writers 3 --rounds 0 --exact >/dev/null
 done
 pass "$rounds clients killed while inserting into a growing table; the survivors went on (splits of dead clients finished: $recovered) and every acknowledged insert is there exactly once"

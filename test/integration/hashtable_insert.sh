@@ -6,12 +6,13 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/hashtable_lib.sh"
 start_hashtable_blade 256
 SERVERS=("127.0.0.1:$BLADE_PORT")
-check build --expected-keys 40000
-check_bg insert --from 0 --to 12000 --writer 0
-check_bg insert --from 0 --to 12000 --writer 1
-check_bg insert --from 6000 --to 18000 --writer 2
-check_bg insert --from 18000 --to 24000 --writer 3
+Q=$(sized 6000 2000)  # a quarter of the keys
+check build --expected-keys $((Q * 40 / 6))
+check_bg insert --from 0 --to $((2 * Q)) --writer 0
+check_bg insert --from 0 --to $((2 * Q)) --writer 1
+check_bg insert --from $Q --to $((3 * Q)) --writer 2
+check_bg insert --from $((3 * Q)) --to $((4 * Q)) --writer 3
 wait_checks
-check verify --from 0 --to 24000 --writers 4 --rounds 0
-check verify --from 24000 --to 25000 --absent
-pass "concurrent inserts: 24000 keys, one copy each"
+check verify --from 0 --to $((4 * Q)) --writers 4 --rounds 0
+check verify --from $((4 * Q)) --to $((4 * Q + 1000)) --absent
+pass "concurrent inserts: $((4 * Q)) keys, one copy each"

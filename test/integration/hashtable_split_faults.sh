@@ -83,7 +83,14 @@ resume_victim() {
     { cat "$log" >&2; fail "the resumed victim did not report its lost lock"; }
 }
 
-# SPLIT_FAULT_CASES="stop@ht.split.frozen ..." runs only those cases.
+# SPLIT_FAULT_CASES="stop@ht.split.frozen ..." runs only those cases. Over
+# verbs, where each case costs a minute, the stops run at the two steps that
+# write the subtables (frozen, rewriting) and in the build; the stops at the
+# lock and the publish run on shm.
+if [[ -z ${SPLIT_FAULT_CASES:-} ]] && ((ON_VERBS)); then
+  SPLIT_FAULT_CASES="kill@ht.split.locked kill@ht.split.frozen kill@ht.split.rewriting kill@ht.split.publishing"
+  SPLIT_FAULT_CASES+=" kill@ht.build.subtable stop@ht.split.frozen stop@ht.split.rewriting stop@ht.build.subtable"
+fi
 wanted() { [[ -z ${SPLIT_FAULT_CASES:-} || " $SPLIT_FAULT_CASES " == *" $1@$2 "* ]]; }
 
 for point in ht.split.locked ht.split.frozen ht.split.rewriting ht.split.publishing; do

@@ -57,6 +57,15 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# Over verbs (the Soft-RoCE guest, where every instruction is emulated and a
+# write costs tens of times what it costs on shm) the tests keep every check
+# but run on fewer keys and rounds; shm runs the full sizes.
+#   sized SHM VERBS   prints the number for the transport in use
+if [[ ${SMART_TEST_TRANSPORT:-shm} == verbs ]]; then ON_VERBS=1; else ON_VERBS=0; fi
+sized() {
+  if ((ON_VERBS)); then echo "$2"; else echo "$1"; fi
+}
+
 # Writes a smart_config.json for SMART_TEST_TRANSPORT (shm or verbs) and
 # prints its path. The verbs variant keeps the repository's settings and
 # adds SMART_TEST_GID_INDEX when set (the Soft-RoCE guest sets it).

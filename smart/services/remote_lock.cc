@@ -71,11 +71,6 @@ std::string DescribeLockWord(uint64_t word) {
          std::to_string(o.lease);
 }
 
-uint64_t NextLease(uint64_t word) {
-  const uint64_t lease = ((word >> kLockLeaseShift) + 1) & kLockLeaseMask;
-  return (word & ~(kLockLeaseMask << kLockLeaseShift)) | (lease << kLockLeaseShift);
-}
-
 namespace {
 
 uint64_t WithLease(uint64_t word, uint32_t lease) {
@@ -90,6 +85,8 @@ uint32_t RandomLease() {
 }
 
 }  // namespace
+
+uint64_t NextLease(uint64_t word) { return WithLease(word, LeaseOf(word) + 1); }
 
 // ---------------------------------------------------------------------------
 // LeaseWatch
@@ -241,7 +238,7 @@ Status RemoteLock::acquire(LockAcquireInfo* info, BackoffGuard* guard) {
 
 Status RemoteLock::renew() {
   if (!held_) return Status::LockLost("remote lock at " + address_.to_string() + " is not held");
-  const uint64_t next = WithLease(word_, next_lease_);
+  const uint64_t next = NextLease(word_);
   uint64_t old;
   Status s = cas(word_, next, &old);
   if (!s.ok()) return s;

@@ -16,24 +16,12 @@
 
 #include "fuzz_check.h"
 #include "page.h"
+#include "test/unit/guarded_page.h"
 
 using namespace smart;
 using namespace smart::btree;
 
 namespace {
-
-// A page with a guard behind it: a write past the image shows in the guard.
-struct alignas(64) GuardedPage {
-  char page[kPageSize];
-  char guard[kPageSize];
-  void Arm() { memset(guard, 0xa5, sizeof(guard)); }
-  bool GuardIntact() const {
-    for (char c : guard) {
-      if (static_cast<unsigned char>(c) != 0xa5) return false;
-    }
-    return true;
-  }
-};
 
 void Block(const uint8_t* bytes, size_t size, uint64_t key, uint8_t tag) {
   // The first byte picks the unit count, as a leaf entry's 6 bits would.

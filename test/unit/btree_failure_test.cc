@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "btree.h"
+#include "guarded_page.h"
 #include "page.h"
 #include "smart/bench.h"
 #include "smart/fault_injection.h"
@@ -133,18 +134,6 @@ TEST_F(BTreeFailureTest, TimeTheProcessDidNotRunDoesNotCountAgainstTheRetryBound
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(value, "v7");
 }
-
-struct alignas(64) GuardedPage {
-  char page[kPageSize];
-  char guard[kPageSize];
-  void Arm() { memset(guard, 0xa5, sizeof(guard)); }
-  bool GuardIntact() const {
-    for (char c : guard) {
-      if (static_cast<unsigned char>(c) != 0xa5) return false;
-    }
-    return true;
-  }
-};
 
 TEST(BTreePageRandom, SealedPagesOfRandomFieldsStayInsideTheImage) {
   std::mt19937_64 random(2024);

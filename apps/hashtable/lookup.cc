@@ -11,7 +11,7 @@
 namespace smart::hashtable {
 
 Status Ops::read_candidates(int si, const Shard& sh, const KeyHash& h, TaskBuffers& tb, View* v,
-                            bool* stale, bool* torn) {
+                            bool* stale) {
   Status s = dir_entry(si, sh, h.dir_bits(), &v->dir_entry);
   if (!s.ok()) return s;
   const uint64_t sub = DirEntryOffset(v->dir_entry);
@@ -30,7 +30,6 @@ Status Ops::read_candidates(int si, const Shard& sh, const KeyHash& h, TaskBuffe
   const int order[kCandidateBuckets][2] = {{0, main0}, {1, main1}, {0, 1 - main0}, {1, 1 - main1}};
   v->count = 0;
   *stale = false;
-  *torn = false;
   for (const auto& o : order) {
     const uint64_t offset = v->pair_offset[o[0]] + kBucketSize * static_cast<uint64_t>(o[1]);
     bool seen = false;
@@ -39,9 +38,6 @@ Status Ops::read_candidates(int si, const Shard& sh, const KeyHash& h, TaskBuffe
     v->bucket_offset[v->count] = offset;
     v->word_base[v->count] = o[0] * 16 + o[1] * 8;
     if (!HeaderAccepts(v->header(v->count), h.dir_bits())) *stale = true;
-    for (int j = 0; j < kSlotsPerBucket; ++j) {
-      if (!SlotAgreesWithHeader(v->slot(v->count, j), v->header(v->count))) *torn = true;
-    }
     ++v->count;
   }
   return Status::OK();
@@ -123,14 +119,26 @@ Status Ops::find_key(const Shard& sh, std::string_view key, const KeyHash& h, co
 }
 
 Status Ops::locate(int si, const Shard& sh, std::string_view key, const KeyHash& h, TaskBuffers& tb,
-                   BackoffGuard* g, View* v, FindResult* r) {
+                   BackoffGuard* g, ViewUse use, View* v, FindResult* r) {
   RetryBound bound(*this, si, sh);
   for (; bound.more(); bound.next()) {
-    bool stale, torn;
-    Status s = read_candidates(si, sh, h, tb, v, &stale, &torn);
+    bool stale;
+    Status s = read_candidates(si, sh, h, tb, v, &stale);
     if (!s.ok()) return s;
-    if (!stale && !torn) return find_key(sh, key, h, *v, tb, r);
     if (!stale) {
+      // Whole-view agreement costs a look at every candidate slot, so it is
+      // checked where nothing cheaper is enough (ViewUse).
+      if (use == ViewUse::kWrite) {
+        if (!v->torn()) return find_key(sh, key, h, *v, tb, r);
+      } else {
+        s = find_key(sh, key, h, *v, tb, r);
+        if (!s.ok()) return s;
+        const bool torn = r->copies == 0 ? v->torn()
+                          : use == ViewUse::kUpdate
+                              ? !SlotAgreesWithHeader(r->first.slot_value, v->header(r->first.bucket))
+                              : false;
+        if (!torn) return s;
+      }
       // Read while a split rewrote a bucket: read again once it is done.
       ++tc_.stats.torn_buckets;
       bound.why = "a bucket's slots disagree with its header's depth (the bucket is corrupt)";
@@ -174,7 +182,7 @@ Status Ops::inspect(int si, const Shard& sh, std::string_view key, FindResult* r
   const KeyHash h = HashKey(key);
   RetryBound bound(*this, si, sh);
   for (; bound.more(); bound.next()) {
-    s = locate(si, sh, key, h, *tb, nullptr, view, r);
+    s = locate(si, sh, key, h, *tb, nullptr, ViewUse::kRead, view, r);
     if (!s.ok()) return s;
     if (r->retry) {
       bound.why = "a block named by the key's slot keeps failing its checksum";

@@ -45,7 +45,7 @@ Status Ops::search(int si, const Shard& sh, std::string_view key, const KeyHash&
   for (; bound.more(); bound.next()) {
     View v;
     FindResult r;
-    s = locate(si, sh, key, h, *tb, nullptr, &v, &r);
+    s = locate(si, sh, key, h, *tb, nullptr, ViewUse::kRead, &v, &r);
     if (!s.ok()) return s;
     if (r.copies > 0) {
       AssignValue(value, r.first.value);
@@ -122,7 +122,7 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
   for (; bound.more(); bound.next()) {
     View v;
     FindResult r;
-    s = locate(si, sh, key, h, *tb, &g, &v, &r);
+    s = locate(si, sh, key, h, *tb, &g, insert ? ViewUse::kWrite : ViewUse::kUpdate, &v, &r);
     if (!s.ok()) return s;
     if (r.copies == 0 && r.retry) {
       bound.why = "a block named by the key's slot keeps failing its checksum";
@@ -238,7 +238,7 @@ Status Ops::remove_duplicates(int si, const Shard& sh, std::string_view key, con
   for (; bound.more(); bound.next()) {
     View v;
     FindResult r;
-    Status s = locate(si, sh, key, h, tb, &g, &v, &r);
+    Status s = locate(si, sh, key, h, tb, &g, ViewUse::kWrite, &v, &r);
     if (!s.ok()) return s;
     if (r.retry) {
       bound.why = "a block named by the key's slot keeps failing its checksum";
@@ -283,7 +283,7 @@ Status Ops::remove(int si, const Shard& sh, std::string_view key, const KeyHash&
   for (; bound.more(); bound.next()) {
     View v;
     FindResult r;
-    s = locate(si, sh, key, h, *tb, &g, &v, &r);
+    s = locate(si, sh, key, h, *tb, &g, ViewUse::kWrite, &v, &r);
     if (!s.ok()) return s;
     if (r.copies == 0 && r.retry) {
       bound.why = "a block named by the key's slot keeps failing its checksum";
@@ -340,7 +340,7 @@ Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, con
   for (; bound.more(); bound.next()) {
     View v;
     FindResult r;
-    s = locate(si, sh, key, h, *tb, &g, &v, &r);
+    s = locate(si, sh, key, h, *tb, &g, ViewUse::kWrite, &v, &r);
     if (!s.ok()) return s;
     if (r.copies == 0 && r.retry) {
       bound.why = "a block named by the key's slot keeps failing its checksum";

@@ -98,6 +98,30 @@ struct View {
   uint64_t header(int b) const { return words[word_base[b]]; }
   uint64_t slot(int b, int j) const { return words[word_base[b] + 1 + j]; }
   uint64_t slot_offset(int b, int j) const { return bucket_offset[b] + 8 + 8 * static_cast<uint64_t>(j); }
+  // A bucket's slots disagree with its header (SlotAgreesWithHeader): it was
+  // read while a split rewrote it.
+  bool torn() const {
+    for (int b = 0; b < count; ++b) {
+      for (int j = 0; j < kSlotsPerBucket; ++j) {
+        if (!SlotAgreesWithHeader(slot(b, j), header(b))) return true;
+      }
+    }
+    return false;
+  }
+};
+
+// What the caller of Ops::locate does with the view, and so which part of it
+// must agree with its bucket headers (SlotAgreesWithHeader).
+enum class ViewUse {
+  // Reads the value: a copy found is valid however the bucket was read, but
+  // a miss may be a key the split just moved: torn and empty, read again.
+  kRead,
+  // CASes the lowest copy's slot from full to full, keeping its parity:
+  // that slot must agree; a miss as for kRead.
+  kUpdate,
+  // May claim an empty slot, empty a full one, or must see every copy (an
+  // insert, a delete, removing duplicates): the whole view must agree.
+  kWrite,
 };
 
 struct Copy {
@@ -183,9 +207,7 @@ class Ops {
 
   // Reads the key's candidate buckets (with whatever the task queued before,
   // in the same doorbell). *stale: a bucket header rejects the key.
-  // *torn: a bucket's slots disagree with its header (SlotAgreesWithHeader).
-  Status read_candidates(int si, const Shard& sh, const KeyHash& h, TaskBuffers& tb, View* v, bool* stale,
-                         bool* torn);
+  Status read_candidates(int si, const Shard& sh, const KeyHash& h, TaskBuffers& tb, View* v, bool* stale);
   // After a stale header: refresh the directory; wait a little if a split
   // is between rewriting the old subtable and publishing the new one.
   Status handle_stale(int si, const Shard& sh, const KeyHash& h, uint64_t used_entry, BackoffGuard* g);
@@ -193,9 +215,11 @@ class Ops {
   // copies of it. Frozen slots count (their blocks are valid).
   Status find_key(const Shard& sh, std::string_view key, const KeyHash& h, const View& v, TaskBuffers& tb,
                   FindResult* r);
-  // read_candidates through a current directory entry, then find_key.
+  // read_candidates through a current directory entry, then find_key. A
+  // torn view (View::torn, a bucket read while a split rewrote it) is read
+  // again when what the caller does with it could go wrong (ViewUse).
   Status locate(int si, const Shard& sh, std::string_view key, const KeyHash& h, TaskBuffers& tb, BackoffGuard* g,
-                View* v, FindResult* r);
+                ViewUse use, View* v, FindResult* r);
   // locate until no block was torn (inspection, off the data path).
   Status inspect(int si, const Shard& sh, std::string_view key, FindResult* r, View* view);
 

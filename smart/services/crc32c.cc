@@ -60,10 +60,15 @@ __attribute__((target("sse4.2"))) uint32_t Crc32cSse42(const void* data, size_t 
 }
 
 
-bool Crc32cHasSse42() {
-  static const bool have = __builtin_cpu_supports("sse4.2");
-  return have;
-}
+namespace {
+// Decided once at load time, so that Crc32c pays no guard on each call.
+const bool g_has_sse42 = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("sse4.2") != 0;
+}();
+}  // namespace
+
+bool Crc32cHasSse42() { return g_has_sse42; }
 
 uint32_t Crc32c(const void* data, size_t length) {
 #ifdef SMART_HAVE_ISAL
@@ -72,7 +77,7 @@ uint32_t Crc32c(const void* data, size_t length) {
     return ~crc32_iscsi(static_cast<unsigned char*>(const_cast<void*>(data)), static_cast<int>(length), ~0u);
   }
 #endif
-  return Crc32cHasSse42() ? Crc32cSse42(data, length) : Crc32cPortable(data, length);
+  return g_has_sse42 ? Crc32cSse42(data, length) : Crc32cPortable(data, length);
 }
 
 }  // namespace smart

@@ -1,44 +1,69 @@
 #!/usr/bin/env bash
-# Throughput of two hashtable_bench builds, measured side by side: runs
-# OLD and NEW in turn, PAIRS times (alternating which goes first), and
-# prints each pair's NEW/OLD throughput ratio and the median. A shared,
-# noisy machine moves both runs of a pair alike, so the ratio says more
-# than either figure.
+# Throughput of two hashtable_bench builds, measured side by side: PAIRS
+# times, runs OLD and NEW and prints each pair's NEW/OLD throughput ratio,
+# then the median.
 #
-#   test/bench/ab_ratio.sh OLD_BENCH NEW_BENCH [WORKLOAD] [PAIRS] [-- BENCH_ARGS...]
+#   test/bench/ab_ratio.sh [--in-turn] OLD_BENCH NEW_BENCH [WORKLOAD] [PAIRS] [-- BENCH_ARGS...]
+#
+# By default the two runs of a pair go at the same time, sharing the
+# machine: whatever else the host does then slows both alike, and on a
+# shared 2-core VM the ratio of one build against itself stays within 2%
+# (run one after the other, it spread over 0.75-1.3). Each run's absolute
+# figure is then about half of what it gets alone; the ratio is the
+# measurement. --in-turn runs them one after the other instead, alternating
+# which goes first (absolute figures as alone, much noisier ratios).
 #
 # e.g. test/bench/ab_ratio.sh /tmp/old/bin/hashtable_bench build/bin/hashtable_bench ycsb-a 9
-# (default bench arguments: 2 8 --max-key 1000000 --duration 3; run it from
+# (default bench arguments: 2 8 --max-key 1000000 --duration 4; run it from
 # a directory where config/ is found, e.g. the source tree).
 set -euo pipefail
-old=${1:?usage: ab_ratio.sh OLD_BENCH NEW_BENCH [WORKLOAD] [PAIRS] [-- BENCH_ARGS...]}
-new=${2:?usage: ab_ratio.sh OLD_BENCH NEW_BENCH [WORKLOAD] [PAIRS] [-- BENCH_ARGS...]}
+usage="usage: ab_ratio.sh [--in-turn] OLD_BENCH NEW_BENCH [WORKLOAD] [PAIRS] [-- BENCH_ARGS...]"
+together=1
+if [[ ${1:-} == --in-turn ]]; then
+  together=0
+  shift
+fi
+old=${1:?$usage}
+new=${2:?$usage}
 workload=${3:-ycsb-c}
 pairs=${4:-9}
 shift $(( $# < 4 ? $# : 4 ))
 [[ ${1:-} == -- ]] && shift
 args=("$@")
-((${#args[@]})) || args=(2 8 --max-key 1000000 --duration 3)
+((${#args[@]})) || args=(2 8 --max-key 1000000 --duration 4)
 [[ $pairs =~ ^[1-9][0-9]*$ ]] || { echo "ab_ratio.sh: PAIRS must be a positive number, not '$pairs'" >&2; exit 2; }
+for b in "$old" "$new"; do
+  [[ -x $b ]] || { echo "ab_ratio.sh: $b is not an executable" >&2; exit 2; }
+done
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
 
-# throughput BENCH: runs it and prints its throughput (M ops/s).
-throughput() {
-  local out
-  out=$("$1" "${args[@]}" --dataset "$workload" --dump-file "" 2>/dev/null) ||
-    { echo "ab_ratio.sh: $1 failed" >&2; exit 1; }
-  sed -n 's/.*throughput = \([0-9.]*\) M.*/\1/p' <<<"$out" | tail -n 1
+# run BENCH FILE: runs BENCH, writes its throughput (M ops/s) to FILE.
+run() {
+  if ! "$1" "${args[@]}" --dataset "$workload" --dump-file "" --quiet >"$2.out" 2>"$2.err"; then
+    echo "ab_ratio.sh: $1 failed:" >&2
+    tail -n 5 "$2.err" >&2
+    return 1
+  fi
+  sed -n 's/.*throughput = \([0-9.]*\) M.*/\1/p' "$2.out" | tail -n 1 >"$2"
+  [[ -s $2 ]] || { echo "ab_ratio.sh: $1 printed no throughput" >&2; return 1; }
 }
 
 ratios=()
 for ((i = 1; i <= pairs; ++i)); do
-  if ((i % 2)); then
-    o=$(throughput "$old"); n=$(throughput "$new")
+  if ((together)); then
+    run "$old" "$out/old" & a=$!
+    run "$new" "$out/new" & b=$!
+    wait "$a" && wait "$b" || exit 1
+  elif ((i % 2)); then
+    run "$old" "$out/old" && run "$new" "$out/new" || exit 1
   else
-    n=$(throughput "$new"); o=$(throughput "$old")
+    run "$new" "$out/new" && run "$old" "$out/old" || exit 1
   fi
+  o=$(<"$out/old") n=$(<"$out/new")
   r=$(awk -v n="$n" -v o="$o" 'BEGIN { printf "%.3f", n / o }')
   ratios+=("$r")
   echo "pair $i: old $o M, new $n M, new/old $r"
 done
 median=$(printf '%s\n' "${ratios[@]}" | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }')
-echo "$workload: median new/old over $pairs pairs: $median"
+echo "$workload: median new/old over $pairs pairs ($( ((together)) && echo "run together" || echo "run in turn")): $median"

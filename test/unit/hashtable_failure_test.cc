@@ -242,62 +242,6 @@ TEST_F(HashTableFailureTest, TimeTheProcessDidNotRunDoesNotCountAgainstTheRetryB
 // view is made to stay here (the key's candidate buckets hold the old header
 // with rewritten slots); the insert must not take it, and must succeed once
 // the bucket makes sense again.
-TEST_F(HashTableFailureTest, AnInsertNeverClaimsASlotOfABucketReadHalfRewritten) {
-  Open();
-  const std::string key = "half-rewritten";
-  auto* buffer = static_cast<uint64_t*>(initiator_->alloc_cache(2 * kBucketPairSize + 256));
-  const GlobalAddress dir = Directory(*initiator_);
-  ASSERT_TRUE(initiator_->read(buffer, dir, sizeof(DirectoryHeader), Option::kSync).ok());
-  DirectoryHeader header;
-  memcpy(&header, buffer, sizeof(header));
-  ASSERT_EQ(DecodeDepthWord(header.depth_word).depth, 0);  // one subtable
-  ASSERT_TRUE(initiator_->read(buffer, dir + kDirectoryEntriesOffset, 8, Option::kSync).ok());
-  const uint64_t subtable = DirEntryOffset(buffer[0]);
-  const int depth = DirEntryDepth(buffer[0]);
-  const KeyHash h = HashKey(key);
-  uint64_t first = 0, second = 0;
-  BucketIndices(h, header.groups_per_subtable, &first, &second);
-  const GlobalAddress pairs[2] = {GlobalAddress(0, subtable + BucketPairOffset(first)),
-                                  GlobalAddress(0, subtable + BucketPairOffset(second))};
-  // set_slots(v): every slot of the key's candidate buckets is v; the
-  // headers stay as they are (depth `depth`, accepting the key).
-  auto set_slots = [&](uint64_t v) {
-    for (const GlobalAddress& pair : pairs) {
-      ASSERT_TRUE(initiator_->read(buffer, pair, kBucketPairSize, Option::kSync).ok());
-      for (int w = 0; w < static_cast<int>(kBucketPairSize / 8); ++w) {
-        if (w % 8 == 0) {
-          ASSERT_TRUE(HeaderAccepts(buffer[w], h.dir_bits()));
-          ASSERT_EQ(HeaderDepth(buffer[w]), depth);
-        } else {
-          ASSERT_TRUE(SlotEmpty(buffer[w]));
-          buffer[w] = v;
-        }
-      }
-      ASSERT_TRUE(initiator_->write(buffer, pair, kBucketPairSize, Option::kSync).ok());
-    }
-  };
-  set_slots(EmptySlot(depth + 1));
-  Status s = table_->insert(key, "value");
-  EXPECT_EQ(s.code(), Status::Code::kTimedOut) << s.ToString();
-  EXPECT_NE(s.ToString().find("disagree with its header"), std::string::npos) << s.ToString();
-  EXPECT_GT(table_->stats().torn_buckets, 0u);
-  // Nothing was claimed: every slot still reads as the rewritten empty one.
-  for (const GlobalAddress& pair : pairs) {
-    ASSERT_TRUE(initiator_->read(buffer, pair, kBucketPairSize, Option::kSync).ok());
-    for (int w = 1; w < static_cast<int>(kBucketPairSize / 8); ++w) {
-      if (w % 8 != 0) EXPECT_EQ(buffer[w], EmptySlot(depth + 1)) << "slot word " << w;
-    }
-  }
-  set_slots(EmptySlot(depth));
-  ASSERT_TRUE(table_->insert(key, "value").ok());
-  std::string value;
-  ASSERT_TRUE(table_->search(key, &value).ok());
-  EXPECT_EQ(value, "value");
-  HashTable::Location where;
-  ASSERT_TRUE(table_->locate(key, &where).ok());
-  EXPECT_TRUE(SlotAgreesWithHeader(where.slot_value, EncodeBucketHeader(depth, 0)));
-}
-
 // A reader that loaded a slot before the block was recycled reads the
 // block's new bytes: the tag in its old slot value no longer matches.
 TEST_F(HashTableFailureTest, AStaleReaderNeverAcceptsARecycledBlock) {

@@ -19,18 +19,16 @@
 #include "smart/bench.h"
 #include "smart/fault_injection.h"
 #include "smart/initiator.h"
+#include "blade_fixture.h"
 #include "test_util.h"
 
 namespace smart::btree {
 namespace {
 
-class BTreeFailureTest : public ::testing::Test {
+class BTreeFailureTest : public smart::testing::BladeTest {
  protected:
   void SetUp() override {
-    config_ = smart::testing::TestConfig();
-    blade_ = std::make_unique<EmbeddedMemoryBlade>(config_, 64);
-    initiator_ = std::make_unique<Initiator>(config_);
-    initiator_->connect(0, blade_->host(), blade_->port(), 8);
+    BladeTest::SetUp();
     options_.retry_timeout_ns = 200000000;  // 0.2 s: the errors below come quickly
     tree_ = std::make_unique<BTree>(*initiator_, config_, 1, options_);
   }
@@ -44,9 +42,6 @@ class BTreeFailureTest : public ::testing::Test {
     return leaf;
   }
 
-  SmartConfig config_;
-  std::unique_ptr<EmbeddedMemoryBlade> blade_;
-  std::unique_ptr<Initiator> initiator_;
   TreeOptions options_;
   std::unique_ptr<BTree> tree_;
 };

@@ -15,26 +15,19 @@
 #include "smart/initiator.h"
 #include "smart/named_root.h"
 #include "smart/remote_lock.h"
+#include "blade_fixture.h"
 #include "test_util.h"
 
 namespace smart::hashtable {
 namespace {
 
-class HashTableFailureTest : public ::testing::Test {
+class HashTableFailureTest : public smart::testing::BladeTest {
  protected:
   void SetUp() override {
-    config_ = smart::testing::TestConfig();
-    blade_ = std::make_unique<EmbeddedMemoryBlade>(config_, 64);
-    initiator_ = Connect();
+    BladeTest::SetUp();
     options_.expected_keys = 300;
     options_.lease.lease_ns = 200000000;  // 0.2 s
     options_.retry_timeout_ns = 1000000000;
-  }
-
-  std::unique_ptr<Initiator> Connect() {
-    auto in = std::make_unique<Initiator>(config_);
-    in->connect(0, blade_->host(), blade_->port(), 8);
-    return in;
   }
 
   void Open() { table_ = std::make_unique<HashTable>(*initiator_, config_, 1, options_); }
@@ -59,9 +52,6 @@ class HashTableFailureTest : public ::testing::Test {
     }
   }
 
-  SmartConfig config_;
-  std::unique_ptr<EmbeddedMemoryBlade> blade_;
-  std::unique_ptr<Initiator> initiator_;
   TableOptions options_;
   std::unique_ptr<HashTable> table_;
 };

@@ -11,23 +11,18 @@
 #include <functional>
 #include <string>
 
+#include "blade_fixture.h"
 #include "hash_table.h"
 #include "layout.h"
-#include "smart/bench.h"
-#include "smart/initiator.h"
 #include "smart/named_root.h"
-#include "test_util.h"
 
 namespace smart::hashtable {
 namespace {
 
-class HashTableTornViewTest : public ::testing::Test {
+class HashTableTornViewTest : public smart::testing::BladeTest {
  protected:
   void SetUp() override {
-    config_ = smart::testing::TestConfig();
-    blade_ = std::make_unique<EmbeddedMemoryBlade>(config_, 64);
-    initiator_ = std::make_unique<Initiator>(config_);
-    initiator_->connect(0, blade_->host(), blade_->port(), 8);
+    BladeTest::SetUp();
     TableOptions options;
     options.expected_keys = 300;
     options.retry_timeout_ns = 1000000000;  // 1 s
@@ -82,9 +77,6 @@ class HashTableTornViewTest : public ::testing::Test {
     EXPECT_NE(s.ToString().find("disagree with its header"), std::string::npos) << s.ToString();
   }
 
-  SmartConfig config_;
-  std::unique_ptr<EmbeddedMemoryBlade> blade_;
-  std::unique_ptr<Initiator> initiator_;
   std::unique_ptr<HashTable> table_;
   uint64_t* buffer_ = nullptr;
 };

@@ -1,6 +1,7 @@
 # SMART-HT tests: unit tests (GoogleTest, memory blades inside the process)
 # and multi-process integration tests (test/integration/hashtable_*.sh).
 add_executable(hashtable_unit_tests
+  unit/hashtable_directory_test.cc
   unit/hashtable_failure_test.cc
   unit/hashtable_layout_test.cc
   unit/hashtable_race_test.cc

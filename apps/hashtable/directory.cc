@@ -5,6 +5,7 @@
 // the resize lock, a split writes entries (write_entries) and, when the
 // global depth reaches the entry array's capacity, moves the entries to an
 // array 2^kDirectoryGrowthBits times larger (move_directory).
+#include "smart/fault_injection.h"
 #include "smart/logging.h"
 #include "table_internal.h"
 
@@ -41,6 +42,7 @@ Status Ops::refresh_directory(int si, const Shard& sh) {
                            " is corrupt (header word " + std::to_string(header.depth_word) + ")");
     }
   }
+  FaultPoint("ht.directory.read");
   const int depth = shape.depth;
   const GlobalAddress at = shape.entries_offset == 0 ? sh.directory + kDirectoryEntriesOffset
                                                      : GlobalAddress(sh.node, shape.entries_offset);

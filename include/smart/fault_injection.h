@@ -32,6 +32,8 @@
 /// on a flag): ht.split.locked, ht.split.frozen, ht.split.rewriting,
 /// ht.split.publishing (SMART-HT's split, apps/hashtable/split.cc),
 /// ht.build.subtable (building the table, apps/hashtable/build.cc),
+/// ht.directory.read (a directory refresh, between reading the directory's
+/// header and its entries, apps/hashtable/directory.cc),
 /// ht.retry (each retry of an operation past its first 64, stalls.cc),
 /// bt.retry (the same for SMART-BT, lookup.cc);
 /// bt.lock.taken, bt.leaf.locked, bt.split.leaf.sibling_written,
@@ -42,6 +44,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -70,6 +73,11 @@ std::vector<FaultRule> ParseFaultRules(const std::string& text);
 /// Makes `rules` the process's faults (replacing earlier ones); an empty
 /// list disarms every point.
 void InstallFaultRules(const std::vector<FaultRule>& rules);
+/// For tests: runs `hook` each time any thread reaches the named point, in
+/// the task that reached it (so the hook may yield to hold that task at the
+/// point while others run), before the point's rules. Replaces the point's
+/// earlier hook; an empty hook removes it. Hooks stay when rules change.
+void SetFaultPointHook(const std::string& point, std::function<void()> hook);
 /// True when some installed rule targets work requests.
 bool HasWorkRequestFaults();
 

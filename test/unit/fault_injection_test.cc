@@ -102,6 +102,22 @@ TEST(FaultRules, APointFiresOnItsNthHitOnly) {
   EXPECT_EQ(WEXITSTATUS(status), 42);
 }
 
+TEST(FaultRules, AHookRunsAtEveryHitOfItsPointUntilRemovedAndRulesDoNotClearIt) {
+  InstallFaultRules({});
+  int hits = 0;
+  SetFaultPointHook("test.hooked", [&] { ++hits; });
+  FaultPoint("test.hooked");
+  FaultPoint("test.other");
+  InstallFaultRules(ParseFaultRules("delay=1us@point:test.other"));
+  FaultPoint("test.hooked");
+  InstallFaultRules({});
+  FaultPoint("test.hooked");
+  EXPECT_EQ(hits, 3);
+  SetFaultPointHook("test.hooked", nullptr);
+  FaultPoint("test.hooked");
+  EXPECT_EQ(hits, 3);
+}
+
 // Which of `count` work requests of `opcode` the installed rules fire on.
 std::vector<int> FiringHits(int opcode, int count) {
   std::vector<int> fired;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -29,6 +30,12 @@ struct ArmedRule {
 
 std::mutex g_mutex;
 std::vector<ArmedRule> g_rules;
+bool g_rule_points = false;  // some rule names a point
+std::map<std::string, std::function<void()>> g_hooks;
+
+void ArmPoints() {
+  fault_internal::g_points_armed.store(g_rule_points || !g_hooks.empty(), std::memory_order_relaxed);
+}
 bool g_request_rules = false;
 
 [[noreturn]] void Bad(const std::string& rule, const std::string& why) {
@@ -143,8 +150,19 @@ void InstallFaultRules(const std::vector<FaultRule>& rules) {
     if (r.target == FaultTarget::kPoint) points = true;
     else g_request_rules = true;
   }
-  fault_internal::g_points_armed.store(points, std::memory_order_relaxed);
+  g_rule_points = points;
+  ArmPoints();
   for (const FaultRule& r : rules) SMART_WARN("fault injection armed: %s", r.text.c_str());
+}
+
+void SetFaultPointHook(const std::string& point, std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (hook) {
+    g_hooks[point] = std::move(hook);
+  } else {
+    g_hooks.erase(point);
+  }
+  ArmPoints();
 }
 
 bool HasWorkRequestFaults() {
@@ -178,6 +196,14 @@ void Perform(const FaultRule& rule) {
 
 void HitPoint(const char* name) {
   FaultRule fire;
+  std::function<void()> hook;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto h = g_hooks.find(name);
+    if (h != g_hooks.end()) hook = h->second;
+  }
+  // Outside the lock: a hook may yield to other tasks, which reach points too.
+  if (hook) hook();
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     ArmedRule* found = nullptr;

@@ -8,7 +8,8 @@
 // text "w<writer>:<id>:<seq>" padded with dots to 24 bytes (in a value
 // block), or with --short-values
 // eight bytes (writer 8 bits, seq 24 bits, id 32 bits) inline in the leaf.
-// Writers can log their acknowledged writes (writer_log.h) for check-log.
+// Writers can log their acknowledged writes and deletes (writer_log.h) for
+// check-log.
 #include <CLI/CLI.hpp>
 #include <cinttypes>
 #include <cstdio>
@@ -158,30 +159,9 @@ class Checker {
   std::string error_;
 };
 
-// Each worker's last acknowledged write per key, saved to --log.
-class WriteRecorder {
- public:
-  explicit WriteRecorder(const Options& o) : o_(o) {}
-  void acknowledged(wl::WriterLog* worker_log, uint64_t id, uint64_t seq, uint64_t start_ns) {
-    if (!o_.logs.empty()) (*worker_log)[id] = wl::LoggedWrite{o_.writer, seq, start_ns, NowNs()};
-  }
-  void merge(const wl::WriterLog& worker_log) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& [id, w] : worker_log) all_[id] = w;
-  }
-  void save() {
-    if (!o_.logs.empty()) wl::SaveWriterLog(o_.logs.front(), all_);
-  }
-
- private:
-  const Options& o_;
-  std::mutex mutex_;
-  wl::WriterLog all_;
-};
-
 // Inserts (upserts) every id once per round, seq = round - 1.
 int Insert(Checker& c, const Options& o) {
-  WriteRecorder recorder(o);
+  wl::WriteRecorder recorder(o.writer, o.logs.empty() ? "" : o.logs.front());
   c.run([&](int, uint64_t first, uint64_t step) {
     wl::WriterLog log;
     for (int round = 1; round <= o.rounds && !c.failed(); ++round) {
@@ -205,7 +185,7 @@ int Insert(Checker& c, const Options& o) {
 
 // Every round writes seq = round to each id of the worker, in order.
 int Update(Checker& c, const Options& o) {
-  WriteRecorder recorder(o);
+  wl::WriteRecorder recorder(o.writer, o.logs.empty() ? "" : o.logs.front());
   c.run([&](int, uint64_t first, uint64_t step) {
     wl::WriterLog log;
     for (int round = 1; round <= o.rounds && !c.failed(); ++round) {
@@ -225,16 +205,51 @@ int Update(Checker& c, const Options& o) {
 }
 
 int Delete(Checker& c, const Options& o) {
+  wl::WriteRecorder recorder(o.writer, o.logs.empty() ? "" : o.logs.front());
   c.run([&](int, uint64_t first, uint64_t step) {
+    wl::WriterLog log;
     for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
       if (o.even_stable && id % 2 == 0) continue;  // delete the odd ids only
+      const uint64_t start = NowNs();
       Status s = c.tree().remove(Key(id));
+      if (s.ok()) recorder.deleted(&log, id, start);
       if (!s.ok() && !(o.allow_missing && s.code() == Status::Code::kNotFound)) {
         c.fail("delete key id " + std::to_string(id) + ": " + s.ToString());
       }
     }
+    recorder.merge(log);
   });
+  recorder.save();
   return c.finish("delete");
+}
+
+// Every round, each id of the worker is deleted or (re)inserted with seq =
+// round, as ChurnDeletes (writer_log.h) picks: writers on the same ids
+// interleave deletes and reinserts. A delete of an absent id is no error.
+int Churn(Checker& c, const Options& o) {
+  wl::WriteRecorder recorder(o.writer, o.logs.empty() ? "" : o.logs.front());
+  c.run([&](int, uint64_t first, uint64_t step) {
+    wl::WriterLog log;
+    for (int round = 1; round <= o.rounds && !c.failed(); ++round) {
+      for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
+        const uint64_t start = NowNs();
+        if (wl::ChurnDeletes(o.writer, id, round)) {
+          Status s = c.tree().remove(Key(id));
+          if (s.ok()) recorder.deleted(&log, id, start);
+          if (!s.ok() && s.code() != Status::Code::kNotFound) {
+            c.fail("delete key id " + std::to_string(id) + ": " + s.ToString());
+          }
+        } else {
+          Status s = c.tree().insert(Key(id), Value(o, o.writer, id, static_cast<uint64_t>(round)));
+          if (s.ok()) recorder.acknowledged(&log, id, static_cast<uint64_t>(round), start);
+          if (!s.ok()) c.fail("insert key id " + std::to_string(id) + ": " + s.ToString());
+        }
+      }
+    }
+    recorder.merge(log);
+  });
+  recorder.save();
+  return c.finish("churn");
 }
 
 void CheckValue(Checker& c, const Options& o, uint64_t id, const std::string& value, int* writer, uint64_t* seq) {
@@ -253,19 +268,25 @@ void CheckValue(Checker& c, const Options& o, uint64_t id, const std::string& va
 // level's structure: fences chained, keys in order, each key once.
 int CheckLog(Checker& c, const Options& o) {
   const auto writes = wl::LoadWriterLogs(o.logs);
-  std::atomic<uint64_t> checked{0};
+  std::atomic<uint64_t> checked{0}, absent{0};
   c.run([&](int, uint64_t first, uint64_t step) {
     std::string value;
     for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
       if (!OfParity(o, id)) continue;
       auto it = writes.find(id);
       Status s = c.tree().search(Key(id), &value);
-      if (it == writes.end()) {
-        if (s.ok()) c.fail("key id " + std::to_string(id) + " is present, but no writer logged a write of it");
+      if (s.code() == Status::Code::kNotFound) {
+        const std::string wrong = it == writes.end() ? "" : wl::CheckAbsentAgainstLog(id, it->second);
+        if (!wrong.empty()) c.fail(wrong);
+        absent.fetch_add(1);
         continue;
       }
       if (!s.ok()) {
-        c.fail("key id " + std::to_string(id) + ": " + s.ToString() + ", but writers were told their writes of it succeeded");
+        c.fail("search key id " + std::to_string(id) + ": " + s.ToString());
+        continue;
+      }
+      if (it == writes.end()) {
+        c.fail("key id " + std::to_string(id) + " is present, but no writer logged a write of it");
         continue;
       }
       int writer;
@@ -286,8 +307,9 @@ int CheckLog(Checker& c, const Options& o) {
   s = c.tree().height(&height);
   if (!s.ok()) c.fail("height: " + s.ToString());
   if (height < o.min_height) c.fail("the tree has " + std::to_string(height) + " levels, expected at least " + std::to_string(o.min_height));
-  printf("btree_check check-log: %" PRIu64 " keys matched the writers' logs; %" PRIu64 " keys in %d levels\n",
-         checked.load(), keys, height);
+  printf("btree_check check-log: %" PRIu64 " keys present and %" PRIu64 " absent, as the writers' logs allow; %" PRIu64
+         " keys in %d levels\n",
+         checked.load(), absent.load(), keys, height);
   return c.finish("check-log");
 }
 
@@ -480,13 +502,24 @@ int main(int argc, char** argv) {
   app.add_option("--min-height", o.min_height, "check-log: levels the tree must have at least");
   app.add_option("--lease-ms", o.lease_ms, "lease of the page locks and build claim (ms)")->check(CLI::Range(1, 3600000));
   app.add_option("--retry-timeout-ms", o.retry_timeout_ms, "an operation stuck this long fails (ms)")->check(CLI::Range(1, 3600000));
-  app.add_option("--log", o.logs, "insert/update: write this writer's log of acknowledged writes; "
+  app.add_option("--log", o.logs, "insert/update/delete/churn: write this writer's log of acknowledged operations; "
                  "check-log: a writer log to check against (repeat)");
   std::map<std::string, std::function<int(Checker&, const Options&)>> commands = {
       {"build", [](Checker& c, const Options&) { return c.finish("build"); }},
-      {"insert", Insert}, {"update", Update}, {"delete", Delete}, {"verify", Verify},
+      {"insert", Insert}, {"update", Update}, {"delete", Delete}, {"churn", Churn}, {"verify", Verify},
       {"read", Read}, {"scan", Scan}, {"torn", Torn}, {"check-log", CheckLog}};
-  for (auto& [name, fn] : commands) app.add_subcommand(name, "");
+  const std::map<std::string, std::string> what = {
+      {"build", "build (or attach to) the tree and exit"},
+      {"insert", "insert (upsert) ids --from..--to, --rounds times (seq = round - 1)"},
+      {"update", "update each id --rounds times (seq = round)"},
+      {"delete", "delete each id once (--even-stable: the odd ones)"},
+      {"churn", "each round, delete or reinsert each id (seq = round)"},
+      {"verify", "each id present with a valid value (--absent: none found)"},
+      {"read", "read for --duration seconds; values never go back per writer"},
+      {"scan", "scan for --duration seconds: sorted, no duplicates, stable ids present"},
+      {"torn", "tear a leaf on purpose; a reader must read it again"},
+      {"check-log", "the final state against the writers' --log files, and the leaf level"}};
+  for (auto& [name, fn] : commands) app.add_subcommand(name, what.at(name));
   CLI11_PARSE(app, argc, argv);
   try {
     if (o.to < o.from) throw Error("--to must not be below --from");

@@ -42,7 +42,7 @@ struct Options {
   uint64_t retry_timeout_ms = 10000;
   int directory_capacity_depth = 20;
   bool exact = false;
-  std::vector<std::string> logs;  // writer logs (update/insert write one; check-log reads them)
+  std::vector<std::string> logs;  // writer logs (insert/update/delete/churn write one; check-log reads them)
 };
 
 std::string Key(uint64_t id) {
@@ -139,30 +139,8 @@ class Checker {
   std::string error_;
 };
 
-// Records each worker's last acknowledged write per key; saved to the
-// --log file (if any) when the command ends.
-class WriteRecorder {
- public:
-  explicit WriteRecorder(const Options& o) : o_(o) {}
-  void acknowledged(hashtable::WriterLog* worker_log, uint64_t id, uint64_t seq, uint64_t start_ns) {
-    if (!o_.logs.empty()) (*worker_log)[id] = hashtable::LoggedWrite{o_.writer, seq, start_ns, NowNs()};
-  }
-  void merge(const hashtable::WriterLog& worker_log) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& [id, w] : worker_log) all_[id] = w;
-  }
-  void save() {
-    if (!o_.logs.empty()) hashtable::SaveWriterLog(o_.logs.front(), all_);
-  }
-
- private:
-  const Options& o_;
-  std::mutex mutex_;
-  hashtable::WriterLog all_;
-};
-
 int Insert(Checker& c, const Options& o) {
-  WriteRecorder recorder(o);
+  hashtable::WriteRecorder recorder(o.writer, o.logs.empty() ? "" : o.logs.front());
   c.run([&](int, uint64_t first, uint64_t step) {
     hashtable::WriterLog log;
     for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
@@ -179,7 +157,7 @@ int Insert(Checker& c, const Options& o) {
 
 // Every round writes seq = round to each key of the worker, in order.
 int Update(Checker& c, const Options& o) {
-  WriteRecorder recorder(o);
+  hashtable::WriteRecorder recorder(o.writer, o.logs.empty() ? "" : o.logs.front());
   c.run([&](int, uint64_t first, uint64_t step) {
     hashtable::WriterLog log;
     for (int round = 1; round <= o.rounds && !c.failed(); ++round) {
@@ -198,48 +176,97 @@ int Update(Checker& c, const Options& o) {
   return c.finish("update");
 }
 
-// Compares every key's final value with the writers' logs (writer_log.h).
+// Compares every key's final state with the writers' logs (writer_log.h):
+// its value (or its absence), and one copy of a present key, none of an
+// absent one.
 int CheckLog(Checker& c, const Options& o) {
   const auto writes = hashtable::LoadWriterLogs(o.logs);
-  std::atomic<uint64_t> checked{0};
+  const std::vector<hashtable::LoggedWrite> none;
+  std::atomic<uint64_t> present{0}, absent{0};
   c.run([&](int, uint64_t first, uint64_t step) {
     std::string value;
     for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
       auto it = writes.find(id);
-      Status s = c.table().search(Key(id), &value);
-      if (it == writes.end()) {
-        if (s.ok()) c.fail(Key(id) + " is present, but no writer logged a write of it");
+      const auto& ops = it == writes.end() ? none : it->second;
+      int copies = 0;
+      Status s = c.table().count_copies(Key(id), &copies);
+      if (!s.ok()) {
+        c.fail("count_copies " + Key(id) + ": " + s.ToString());
+        continue;
+      }
+      s = c.table().search(Key(id), &value);
+      if (s.code() == Status::Code::kNotFound) {
+        const std::string wrong = hashtable::CheckAbsentAgainstLog(id, ops);
+        if (!wrong.empty()) c.fail(wrong);
+        if (copies != 0) c.fail(Key(id) + " is not found, but " + std::to_string(copies) + " copies of it are in the table");
+        absent.fetch_add(1);
         continue;
       }
       if (!s.ok()) {
-        c.fail(Key(id) + ": " + s.ToString() + ", but writers were told their writes of it succeeded");
+        c.fail("search " + Key(id) + ": " + s.ToString());
         continue;
       }
+      if (copies != 1) c.fail(Key(id) + " has " + std::to_string(copies) + " copies, expected exactly 1");
       int writer;
       uint64_t key_in_value, seq;
       if (!ParseValue(value, &writer, &key_in_value, &seq) || key_in_value != id) {
         c.fail(Key(id) + " holds \"" + value + "\", which no writer wrote for it");
         continue;
       }
-      const std::string wrong = hashtable::CheckAgainstLog(id, writer, seq, it->second);
+      const std::string wrong = ops.empty() ? Key(id) + " is present, but no writer logged a write of it"
+                                            : hashtable::CheckAgainstLog(id, writer, seq, ops);
       if (!wrong.empty()) c.fail(wrong);
-      checked.fetch_add(1);
+      present.fetch_add(1);
     }
   });
-  printf("hashtable_check check-log: %" PRIu64 " keys matched the writers' logs\n", checked.load());
+  printf("hashtable_check check-log: %" PRIu64 " keys present and %" PRIu64 " absent, as the writers' logs allow\n",
+         present.load(), absent.load());
   return c.finish("check-log");
 }
 
 int Delete(Checker& c, const Options& o) {
+  hashtable::WriteRecorder recorder(o.writer, o.logs.empty() ? "" : o.logs.front());
   c.run([&](int, uint64_t first, uint64_t step) {
+    hashtable::WriterLog log;
     for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
+      const uint64_t start = NowNs();
       Status s = c.table().remove(Key(id));
+      if (s.ok()) recorder.deleted(&log, id, start);
       if (!s.ok() && !(o.allow_missing && s.code() == Status::Code::kNotFound)) {
         c.fail("delete " + Key(id) + ": " + s.ToString());
       }
     }
+    recorder.merge(log);
   });
+  recorder.save();
   return c.finish("delete");
+}
+
+// Every round, each key of the worker is deleted or (re)inserted with seq =
+// round, as ChurnDeletes (writer_log.h) picks: writers on the same keys
+// interleave deletes and reinserts. A delete of an absent key is no error.
+int Churn(Checker& c, const Options& o) {
+  hashtable::WriteRecorder recorder(o.writer, o.logs.empty() ? "" : o.logs.front());
+  c.run([&](int, uint64_t first, uint64_t step) {
+    hashtable::WriterLog log;
+    for (int round = 1; round <= o.rounds && !c.failed(); ++round) {
+      for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
+        const uint64_t start = NowNs();
+        if (hashtable::ChurnDeletes(o.writer, id, round)) {
+          Status s = c.table().remove(Key(id));
+          if (s.ok()) recorder.deleted(&log, id, start);
+          if (!s.ok() && s.code() != Status::Code::kNotFound) c.fail("delete " + Key(id) + ": " + s.ToString());
+        } else {
+          Status s = c.table().insert(Key(id), Value(o.writer, id, static_cast<uint64_t>(round)));
+          if (s.ok()) recorder.acknowledged(&log, id, static_cast<uint64_t>(round), start);
+          if (!s.ok()) c.fail("insert " + Key(id) + ": " + s.ToString());
+        }
+      }
+    }
+    recorder.merge(log);
+  });
+  recorder.save();
+  return c.finish("churn");
 }
 
 // Checks one value read for key `id`.
@@ -427,14 +454,26 @@ int main(int argc, char** argv) {
   app.add_option("--directory-capacity-depth", o.directory_capacity_depth,
                  "room in the directory of a table this client builds (2^N entries); it moves when outgrown")
       ->check(CLI::Range(0, 32));
-  app.add_option("--log", o.logs, "insert/update: write this writer's log of acknowledged writes; "
+  app.add_option("--log", o.logs, "insert/update/delete/churn: write this writer's log of acknowledged operations; "
                  "check-log: a writer log to check against (repeat)");
   app.add_flag("--exact", o.exact, "verify: each value is the one --writer wrote in round --rounds (its acknowledged write)");
   std::map<std::string, std::function<int(Checker&, const Options&)>> commands = {
       {"build", [](Checker& c, const Options&) { return c.finish("build"); }},
-      {"insert", Insert}, {"update", Update}, {"delete", Delete}, {"verify", Verify},
+      {"insert", Insert}, {"update", Update}, {"delete", Delete}, {"churn", Churn}, {"verify", Verify},
       {"read", Read}, {"count", Count}, {"capacity", Capacity}, {"torn", Torn}, {"check-log", CheckLog}};
-  for (auto& [name, fn] : commands) app.add_subcommand(name, "");
+  const std::map<std::string, std::string> what = {
+      {"build", "build (or attach to) the table and exit"},
+      {"insert", "insert keys --from..--to with writer --writer's values (round 0)"},
+      {"update", "update each key --rounds times (seq = round)"},
+      {"delete", "delete each key once"},
+      {"churn", "each round, delete or reinsert each key (seq = round)"},
+      {"verify", "each key present once with a valid value (--absent: none found)"},
+      {"read", "read for --duration seconds; values never go back per writer"},
+      {"count", "print how many keys are present"},
+      {"capacity", "print each shard's slots and global depth (--min-slots)"},
+      {"torn", "tear a block on purpose; a reader must wait for it to be whole"},
+      {"check-log", "the final state against the writers' --log files"}};
+  for (auto& [name, fn] : commands) app.add_subcommand(name, what.at(name));
   SMART_PARSE_COMMAND_LINE(app, argc, argv);
   try {
     if (o.to < o.from) throw Error("--to must not be below --from");

@@ -95,6 +95,12 @@ int Run(const YcsbOptions& o, const Flags& f, const DataStructureConfig& config,
          ", round trips per op = %.3f, succeeded = %" PRIu64 ", not found = %" PRIu64 ", failed = %" PRIu64 "\n",
          store.name().c_str(), o.dataset.c_str(), o.threads, o.coros, o.key_length, o.value_length, o.max_key,
          FormatSignificant(r.mops()).c_str(), p50, p99, retries, round_trips, r.succeeded, r.not_found, r.failed);
+  if (ycsb::GetWorkload(o.dataset).scan > 0 && r.seconds > 0) {
+    // The throughput above counts a scan as one operation, as it does an insert.
+    printf("%s: scans = %" PRIu64 ", scans per second = %s M, keys scanned = %" PRIu64 ", keys scanned per second = %s M\n",
+           store.name().c_str(), r.scans, FormatSignificant(static_cast<double>(r.scans) / r.seconds / 1e6).c_str(),
+           r.scanned_keys, FormatSignificant(static_cast<double>(r.scanned_keys) / r.seconds / 1e6).c_str());
+  }
   fflush(stdout);
   if (verbose) {
     SMART_INFO("btree_bench: during the run: torn reads %" PRIu64 ", lock retries %" PRIu64 ", hand-overs %" PRIu64

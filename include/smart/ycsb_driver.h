@@ -43,6 +43,8 @@ struct YcsbResult {
   uint64_t not_found = 0;  ///< misses (kNotFound)
   uint64_t failed = 0;          ///< errors, and (verify) wrong values
   uint64_t wrong_values = 0;    ///< of the failures: values that did not hold their key
+  uint64_t scans = 0;           ///< of the successes: scans
+  uint64_t scanned_keys = 0;    ///< keys returned by the scans that succeeded
   std::string first_failure;    ///< what the first failure said
   double seconds = 0;  ///< measured run time
   uint64_t retries = 0;  ///< the store's retries during the run

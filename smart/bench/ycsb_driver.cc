@@ -34,7 +34,7 @@ bool HoldsKey(std::string_view value, uint64_t id, int width) {
 }
 
 struct Worker {
-  uint64_t succeeded = 0, not_found = 0, failed = 0, wrong = 0;
+  uint64_t succeeded = 0, not_found = 0, failed = 0, wrong = 0, scans = 0, scanned_keys = 0;
   std::string first_failure;
   Histogram latency;
 };
@@ -191,6 +191,10 @@ YcsbResult YcsbRun(KvStore& store, const YcsbOptions& o) {
                 break;
               case ycsb::OpType::kScan:
                 s = store.scan(k_view, 1 + random.next() % 100, &scanned);
+                if (s.ok()) {
+                  ++w.scans;
+                  w.scanned_keys += scanned.size();
+                }
                 break;
             }
             const uint64_t ns = static_cast<uint64_t>(static_cast<double>(Cycles() - begin) / cycles_per_ns);
@@ -228,6 +232,8 @@ YcsbResult YcsbRun(KvStore& store, const YcsbOptions& o) {
     r.not_found += w.not_found;
     r.failed += w.failed;
     r.wrong_values += w.wrong;
+    r.scans += w.scans;
+    r.scanned_keys += w.scanned_keys;
     if (r.first_failure.empty() && !w.first_failure.empty()) r.first_failure = w.first_failure;
     r.latency.merge(w.latency);
   }

@@ -2,7 +2,8 @@
 # btree_bench: each bad value refused with exit 2 and named; then every YCSB
 # workload (A-F, E with scans) against a separate btree_backend, each with
 # the result line (BPlusTree, round trips per op), a CSV line and values
-# checked (--verify), none failed or missed.
+# checked (--verify), none failed or missed; E also counts scans and the
+# keys they returned.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/btree_lib.sh"
 bench="$SMART_BIN/btree_bench"
@@ -55,6 +56,14 @@ for dataset in ycsb-c ycsb-a ycsb-b ycsb-d ycsb-e ycsb-f; do
   [[ $dataset == ycsb-d ]] || ((BASH_REMATCH[4] == 0)) || fail "$dataset: keys were not found"
   python3 -c "import sys; sys.exit(0 if 0.9 <= float('${BASH_REMATCH[2]}') < 20 else 1)" ||
     fail "$dataset: ${BASH_REMATCH[2]} round trips per op"
+  if [[ $dataset == ycsb-e ]]; then
+    # Scans of 1-100 keys: 95% of the successes, returning several keys each.
+    succeeded=${BASH_REMATCH[3]}
+    [[ $out =~ scans\ =\ ([0-9]+),\ scans\ per\ second\ =\ [0-9.]+\ M,\ keys\ scanned\ =\ ([0-9]+), ]] ||
+      fail "ycsb-e: no scan line"
+    ((BASH_REMATCH[1] * 10 > succeeded * 9 && BASH_REMATCH[1] < succeeded && BASH_REMATCH[2] > 2 * BASH_REMATCH[1])) ||
+      fail "ycsb-e: ${BASH_REMATCH[1]} scans of $succeeded operations returned ${BASH_REMATCH[2]} keys"
+  fi
 done
 lines=$(grep -c '^BPlusTree, ycsb-' "$WORK_DIR/out.csv")
 ((lines == 6)) || fail "expected 6 CSV lines, found $lines"

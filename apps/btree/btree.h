@@ -40,6 +40,9 @@ struct TreeOptions {
   // remote lock; the remote lock passes to a local waiter up to 8 times in
   // a row without a release and a CAS.
   bool hocl = true;
+  // Command combination: a write-back and the release CAS that follows it go
+  // in one doorbell (one round trip); off, the release waits for the write.
+  bool combine_commands = true;
   bool speculative_lookup = false;
   // Entries of each thread's speculative-lookup cache (power of two).
   size_t speculative_cache_entries = size_t{1} << 20;

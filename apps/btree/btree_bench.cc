@@ -45,7 +45,7 @@ struct Flags {
   double duration = 0, zipf = 0;
   uint64_t max_key = 0;
   int key_length = 0, value_length = 0;
-  bool no_load = false, quiet = false, verify = false, no_hocl = false;
+  bool no_load = false, quiet = false, verify = false, no_hocl = false, no_combine = false;
   size_t index_cache_pages = 4096;
 };
 
@@ -67,10 +67,14 @@ int Run(const YcsbOptions& o, const Flags& f, const DataStructureConfig& config,
   btree::TreeOptions options;
   options.speculative_lookup = smart_config.use_speculative_lookup;
   options.hocl = !f.no_hocl;
+  options.combine_commands = !f.no_combine;
   options.index_cache_pages = f.index_cache_pages;
   BTree tree(initiator, smart_config, static_cast<int>(servers.size()), options);
   btree::BTreeStore store(tree);
-  if (verbose) SMART_INFO("btree_bench: %s, HOCL %s", smart_config.Summary().c_str(), options.hocl ? "on" : "off");
+  if (verbose) {
+    SMART_INFO("btree_bench: %s, HOCL %s, command combination %s, index cache %zu pages", smart_config.Summary().c_str(),
+               options.hocl ? "on" : "off", options.combine_commands ? "on" : "off", options.index_cache_pages);
+  }
 
   if (o.load) {
     const double seconds = YcsbLoad(store, o);
@@ -150,6 +154,8 @@ int main(int argc, char** argv) {
   app.add_option("--index-cache-pages", f.index_cache_pages, "level-1 pages each thread caches (0: no index cache)")
       ->check(CLI::Range(size_t{0}, size_t{1} << 24));
   app.add_flag("--no-hocl", f.no_hocl, "no local lock in front of the remote page locks");
+  app.add_flag("--no-combine", f.no_combine,
+               "no command combination: a write-back's release CAS waits for the write (one more round trip)");
   app.add_flag("--no-load", f.no_load, "skip loading (the keys are already in the tree)");
   app.add_flag("--verify", f.verify, "values carry their key; every value read is checked, and a wrong one is a failure");
   app.add_flag("--quiet", f.quiet, "print only the result line");

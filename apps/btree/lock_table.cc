@@ -261,6 +261,7 @@ Status Ops::write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst,
     }
   }
   if (length > 0) s = in_.write(src, dst, length, Option::kNone);
+  if (s.ok() && length > 0 && !options_.combine_commands) s = sync();
   if (s.ok()) s = in_.compare_and_swap(tb->words, lock->word, lock->value, kLockFree, Option::kNone);
   if (s.ok()) s = sync();
   if (s.ok() && tb->words[0] != lock->value) {

@@ -3,7 +3,15 @@
 # times, runs OLD and NEW and prints each pair's NEW/OLD throughput ratio,
 # then the median.
 #
-#   test/bench/ab_ratio.sh [--in-turn] OLD_BENCH NEW_BENCH [WORKLOAD] [PAIRS] [-- BENCH_ARGS...]
+#   test/bench/ab_ratio.sh [--in-turn] [--old-args 'ARGS'] [--new-args 'ARGS']
+#       [--old-env 'VAR=VALUE ...'] [--new-env 'VAR=VALUE ...']
+#       OLD_BENCH NEW_BENCH [WORKLOAD] [PAIRS] [-- BENCH_ARGS...]
+#
+# OLD_BENCH and NEW_BENCH may be one program: --old-args/--new-args add
+# arguments to one side only and --old-env/--new-env set its environment,
+# so that a technique off against on is measured the same way (e.g.
+# --old-args --no-hocl, or --old-env 'SMART_OPTS=ThrdAwareAlloc'). Two
+# different benches (hashtable_bench against btree_bench) work too.
 #
 # By default the two runs of a pair go at the same time, sharing the
 # machine: whatever else the host does then slows both alike, and on a
@@ -17,12 +25,22 @@
 # (default bench arguments: 2 8 --max-key 1000000 --duration 4; run it from
 # a directory where config/ is found, e.g. the source tree).
 set -euo pipefail
-usage="usage: ab_ratio.sh [--in-turn] OLD_BENCH NEW_BENCH [WORKLOAD] [PAIRS] [-- BENCH_ARGS...]"
+usage="usage: ab_ratio.sh [--in-turn] [--old-args A] [--new-args A] [--old-env E] [--new-env E] OLD_BENCH NEW_BENCH [WORKLOAD] [PAIRS] [-- BENCH_ARGS...]"
 together=1
-if [[ ${1:-} == --in-turn ]]; then
-  together=0
-  shift
-fi
+old_args=() new_args=() old_env=() new_env=()
+while [[ ${1:-} == --* && ${1:-} != -- ]]; do
+  case $1 in
+    --in-turn) together=0; shift ;;
+    --old-args) read -r -a old_args <<<"${2:?$usage}"; shift 2 ;;
+    --new-args) read -r -a new_args <<<"${2:?$usage}"; shift 2 ;;
+    --old-env) read -r -a old_env <<<"${2:?$usage}"; shift 2 ;;
+    --new-env) read -r -a new_env <<<"${2:?$usage}"; shift 2 ;;
+    *) echo "ab_ratio.sh: unknown option $1; $usage" >&2; exit 2 ;;
+  esac
+done
+for e in "${old_env[@]}" "${new_env[@]}"; do
+  [[ $e == [A-Za-z_]*=* ]] || { echo "ab_ratio.sh: '$e' is not VAR=VALUE" >&2; exit 2; }
+done
 old=${1:?$usage}
 new=${2:?$usage}
 workload=${3:-ycsb-c}
@@ -38,27 +56,35 @@ done
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-# run BENCH FILE: runs BENCH, writes its throughput (M ops/s) to FILE.
+# run SIDE FILE: runs that side's bench (old or new), writes its throughput
+# (M ops/s) to FILE.
 run() {
-  if ! "$1" "${args[@]}" --dataset "$workload" --dump-file "" --quiet >"$2.out" 2>"$2.err"; then
-    echo "ab_ratio.sh: $1 failed:" >&2
+  local bench extra=() env_vars=()
+  if [[ $1 == old ]]; then
+    bench=$old extra=("${old_args[@]}") env_vars=("${old_env[@]}")
+  else
+    bench=$new extra=("${new_args[@]}") env_vars=("${new_env[@]}")
+  fi
+  if ! env "${env_vars[@]}" "$bench" "${args[@]}" "${extra[@]}" --dataset "$workload" --dump-file "" --quiet \
+    >"$2.out" 2>"$2.err"; then
+    echo "ab_ratio.sh: $bench ($1) failed:" >&2
     tail -n 5 "$2.err" >&2
     return 1
   fi
   sed -n 's/.*throughput = \([0-9.]*\) M.*/\1/p' "$2.out" | tail -n 1 >"$2"
-  [[ -s $2 ]] || { echo "ab_ratio.sh: $1 printed no throughput" >&2; return 1; }
+  [[ -s $2 ]] || { echo "ab_ratio.sh: $bench ($1) printed no throughput" >&2; return 1; }
 }
 
 ratios=()
 for ((i = 1; i <= pairs; ++i)); do
   if ((together)); then
-    run "$old" "$out/old" & a=$!
-    run "$new" "$out/new" & b=$!
+    run old "$out/old" & a=$!
+    run new "$out/new" & b=$!
     wait "$a" && wait "$b" || exit 1
   elif ((i % 2)); then
-    run "$old" "$out/old" && run "$new" "$out/new" || exit 1
+    run old "$out/old" && run new "$out/new" || exit 1
   else
-    run "$new" "$out/new" && run "$old" "$out/old" || exit 1
+    run new "$out/new" && run old "$out/old" || exit 1
   fi
   o=$(<"$out/old") n=$(<"$out/new")
   r=$(awk -v n="$n" -v o="$o" 'BEGIN { printf "%.3f", n / o }')

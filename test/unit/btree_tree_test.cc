@@ -307,6 +307,30 @@ TEST_F(BTreeTest, SpeculativeLookupReadsOneLineAndNoticesMoves) {
   EXPECT_EQ(tree_->search(5, &value).code(), Status::Code::kNotFound);
 }
 
+// An update of an 8-byte value with a free lock and no split: the lock CAS
+// with the leaf READ, then the line's write-back with the release CAS (2
+// round trips); without command combination the release waits for the
+// write (3).
+TEST_F(BTreeTest, AnUpdateTakesTwoRoundTripsAndThreeWithoutCommandCombination) {
+  for (const bool combine : {true, false}) {
+    tree_.reset();
+    initiator_.reset();
+    blades_.clear();
+    options_.combine_commands = combine;
+    Open();
+    // Two levels: the leaf's parent is a level-1 page, which the index
+    // cache holds after the search.
+    for (uint64_t k = 0; k < 400; ++k) ASSERT_TRUE(tree_->insert(k, Value(k)).ok());
+    std::string value;
+    ASSERT_TRUE(tree_->search(7, &value).ok());
+    const uint64_t rt = tree_->stats().round_trips;
+    ASSERT_TRUE(tree_->update(7, Value(70)).ok());
+    EXPECT_EQ(tree_->stats().round_trips - rt, combine ? 2u : 3u) << (combine ? "combined" : "not combined");
+    ASSERT_TRUE(tree_->search(7, &value).ok());
+    EXPECT_EQ(value, Value(70));
+  }
+}
+
 TEST_F(BTreeTest, TwoBladesHoldPagesAndLocks) {
   Open(2);
   const uint64_t chunks0 = blades_[0]->target().super_chunk()->alloc_chunk;

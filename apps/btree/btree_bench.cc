@@ -83,6 +83,10 @@ int Run(const YcsbOptions& o, const Flags& f, const DataStructureConfig& config,
       Status s = tree.height(&height);
       SMART_INFO("btree_bench: loaded %" PRIu64 " keys in %.2f s (%s M inserts/s), tree height %d", o.max_key, seconds,
                  FormatSignificant(static_cast<double>(o.max_key) / seconds / 1e6).c_str(), s.ok() ? height : -1);
+      if (blade) {
+        SMART_INFO("btree_bench: memory blade holds %.1f MiB (resident)",
+                   static_cast<double>(blade->target().resident_bytes()) / (1 << 20));
+      }
     }
   }
   const btree::TreeStats before = tree.stats();

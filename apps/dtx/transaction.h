@@ -1,0 +1,137 @@
+// SMART-DTX transactions: serializable, one-sided, over replicated records.
+//
+// A task (coroutine) runs one Transaction at a time:
+//
+//   Transaction& tx = ...;            // one per task, reused
+//   tx.begin();
+//   int a = tx.write(kChecking, 7);   // read-write item
+//   int b = tx.read(kSavings, 7);     // read-only item
+//   Status s = tx.execute();          // fetches (and locks) what was added
+//   if (!s.ok()) ...                  // aborted already: kRetry conflict,
+//                                     // kNotFound a missing key, else an error
+//   tx.value<Balance>(a)->amount += 1;
+//   s = tx.commit();                  // OK: committed on every replica
+//
+// execute() may be called again after adding more items. An application
+// that decides to give up calls abort(). After commit() or any abort the
+// transaction holds no lock.
+//
+// Protocol (FORD's, with fewer work requests; apps/dtx/DESIGN.md):
+//   execution   read-only items: READ the slot (address cached) or the
+//               bucket node; read-write items: lock CAS and slot READ in one
+//               doorbell when the address is cached, else a bucket READ
+//               first. The undo record goes to the blades while the
+//               transaction computes.
+//   validation  read-only items: READ (lock, version); abort when the
+//               version moved or another transaction holds the lock.
+//               Inserts: the bucket again (no other copy, no racing insert).
+//   commit      one WRITE per replica of each written record (primary with
+//               lock|kInvisible, backups with lock 0), one wait; then the
+//               primaries' locks released by CAS without waiting.
+//   abort       releases, by CAS, only the locks this transaction took.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "catalog.h"
+#include "database.h"
+#include "smart/status.h"
+
+namespace smart::dtx {
+
+/// What a committed transaction read and wrote (for history checks).
+struct TxAccess {
+  uint16_t table = 0;
+  uint64_t key = 0;
+  uint64_t version = 0;  ///< read: the version read; write: the version written
+  bool write = false;
+  bool deleted = false;  ///< a write that removed the record
+  bool inserted = false; ///< a write that created it
+};
+
+class Transaction {
+ public:
+  /// `db` must outlive it. Takes registered buffers from the initiator's
+  /// cache: create it once per task and reuse it.
+  explicit Transaction(Database& db);
+  ~Transaction();
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+
+  /// Starts a transaction (the previous one must have ended).
+  void begin();
+  /// Adds an item; returns its handle. read: read-only; write: read-write
+  /// of an existing record; insert: a record that must not exist yet (see
+  /// exists()); remove: a record deleted at commit.
+  int read(uint16_t table, uint64_t key);
+  int write(uint16_t table, uint64_t key);
+  int insert(uint16_t table, uint64_t key);
+  int remove(uint16_t table, uint64_t key);
+
+  /// Fetches every item added since the last call. On failure the
+  /// transaction is already aborted: kRetry a conflict, kNotFound a missing
+  /// key, anything else an error (a dead blade, a corrupt bucket).
+  Status execute();
+  /// The item's value (the table's value_bytes); writable for write and
+  /// insert items.
+  char* value(int item);
+  template <typename T>
+  T* value_as(int item) {
+    return reinterpret_cast<T*>(value(item));
+  }
+  /// An insert item found its key already present (the insert did nothing
+  /// and commit() will not change it unless the application writes it).
+  bool exists(int item) const;
+  /// The version the item was read at.
+  uint64_t version(int item) const;
+
+  /// Validates and commits. kRetry: a conflict (aborted); OK: committed.
+  Status commit();
+  /// Gives up (an application decision); counted as a logical abort.
+  void abort();
+
+  /// Waits for the lock releases a finished transaction left in flight
+  /// (call before the task ends).
+  Status flush();
+
+  /// The items of the last committed transaction.
+  const std::vector<TxAccess>& accesses() const { return accesses_; }
+  /// Id of the current (or last) transaction: unique among the clients of
+  /// the blades (session and incarnation on blade 0, thread, task, count).
+  uint64_t id() const { return tx_id_; }
+
+  struct Item;
+
+ private:
+  int add(uint16_t table, uint64_t key, int kind);
+  Status finish_fetch(Item& it);
+  Status validate(bool* needed);
+  Status grow_chain(Item& it);
+  Status write_undo();
+  Status abort_with(Status why);
+  void release_locks();
+  uint64_t lock_word(node_t blade);
+  Status issue_read(void* local, GlobalAddress remote, size_t length);
+  Status issue_cas(uint64_t* local, GlobalAddress remote, uint64_t expected, uint64_t desired);
+  Status issue_write(const void* local, GlobalAddress remote, size_t length);
+  Status wait();
+
+  Database& db_;
+  DtxStats* stats_;
+  int thread_ = 0;
+  int task_ = 0;
+  std::vector<Item*> items_;
+  std::vector<Item*> pool_;
+  std::vector<TxAccess> accesses_;
+  std::vector<uint64_t> owner_words_;  // per blade: our owner word with lease 0
+  char* log_buffer_;        // kLogSlotBytes, registered
+  uint64_t tx_id_ = 0;
+  uint32_t lease_ = 0;
+  bool active_ = false;
+  bool logged_ = false;
+  bool in_flight_ = false;  // posted work requests no wait covered yet
+};
+
+}  // namespace smart::dtx

@@ -1,0 +1,7 @@
+# SMART-DTX tests: unit tests (GoogleTest, memory blades inside the process).
+add_executable(dtx_unit_tests
+  unit/dtx_layout_test.cc
+  unit/dtx_transaction_test.cc)
+target_link_libraries(dtx_unit_tests PRIVATE smart_dtx GTest::gtest GTest::gtest_main)
+target_include_directories(dtx_unit_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit)
+gtest_discover_tests(dtx_unit_tests PROPERTIES LABELS unit TIMEOUT 120)

@@ -1,0 +1,377 @@
+// SMART-DTX transactions against two memory blades inside the test process
+// (every table has a backup on the other blade).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "database.h"
+#include "smart/bench.h"
+#include "smart/initiator.h"
+#include "smart/task.h"
+#include "test_util.h"
+#include "transaction.h"
+#include "undo_log.h"
+
+namespace smart::dtx {
+namespace {
+
+constexpr uint16_t kAccounts = 1;
+constexpr uint16_t kNotes = 2;
+constexpr uint64_t kAccountCount = 200;
+constexpr int64_t kInitialBalance = 1000;
+
+class DtxTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_ = smart::testing::TestConfig();
+    for (int b = 0; b < 2; ++b) blades_.push_back(std::make_unique<EmbeddedMemoryBlade>(config_, 64));
+    initiator_ = Connect();
+    db_ = Open(*initiator_);
+  }
+
+  std::unique_ptr<Initiator> Connect() {
+    auto in = std::make_unique<Initiator>(config_);
+    for (int b = 0; b < 2; ++b) in->connect(static_cast<node_t>(b), blades_[b]->host(), blades_[b]->port(), 8);
+    return in;
+  }
+
+  static DatabaseOptions Options() {
+    DatabaseOptions o;
+    o.name = "test";
+    o.tables = {TableSpec{kAccounts, "accounts", 8, 64, 16}, TableSpec{kNotes, "notes", 16, 8, 24}};
+    o.backup_degree = 1;
+    o.threads = 4;
+    o.tasks = 8;
+    o.populate = [](const RowSink& sink) {
+      for (uint64_t k = 0; k < kAccountCount; ++k) {
+        int64_t balance = kInitialBalance;
+        sink(kAccounts, k, &balance);
+      }
+    };
+    return o;
+  }
+
+  std::unique_ptr<Database> Open(Initiator& in) { return std::make_unique<Database>(in, 2, Options()); }
+
+  // Every slot of every table, as each replica holds it.
+  std::vector<std::string> Replicas(const TableInfo& t) {
+    std::vector<std::string> out;
+    char* buffer = static_cast<char*>(initiator_->alloc_cache(t.region_bytes()));
+    for (size_t r = 0; r < t.replicas.size(); ++r) {
+      EXPECT_TRUE(initiator_->read(buffer, NodeAddress(t, r, 0), t.region_bytes()).ok());
+      out.emplace_back(buffer, t.region_bytes());
+    }
+    return out;
+  }
+
+  int64_t Balance(Transaction& tx, uint64_t account) {
+    tx.begin();
+    const int a = tx.read(kAccounts, account);
+    Status s = tx.execute();
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    int64_t b = 0;
+    memcpy(&b, tx.value(a), 8);
+    EXPECT_TRUE(tx.commit().ok());
+    return b;
+  }
+
+  Status Transfer(Transaction& tx, uint64_t from, uint64_t to, int64_t amount) {
+    tx.begin();
+    const int a = tx.write(kAccounts, from);
+    const int b = tx.write(kAccounts, to);
+    Status s = tx.execute();
+    if (!s.ok()) return s;
+    *tx.value_as<int64_t>(a) -= amount;
+    *tx.value_as<int64_t>(b) += amount;
+    return tx.commit();
+  }
+
+  SmartConfig config_;
+  std::vector<std::unique_ptr<EmbeddedMemoryBlade>> blades_;
+  std::unique_ptr<Initiator> initiator_;
+  std::unique_ptr<Database> db_;
+};
+
+TEST_F(DtxTest, TheBuilderLoadsEveryRowOnEveryReplicaAndASecondClientAttaches) {
+  const TableInfo* t = db_->table(kAccounts);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->rows, kAccountCount);
+  ASSERT_EQ(t->replicas.size(), 2u);
+  EXPECT_EQ(t->replicas[0], 0);
+  EXPECT_EQ(db_->table(kNotes)->replicas[0], 1);
+  const std::vector<std::string> r = Replicas(*t);
+  EXPECT_EQ(r[0], r[1]);
+  auto other = Connect();
+  Database attached(*other, 2, Options());
+  EXPECT_EQ(attached.table(kAccounts)->region, t->region);
+  Transaction tx(attached);
+  for (uint64_t k : {uint64_t{0}, uint64_t{77}, kAccountCount - 1}) EXPECT_EQ(Balance(tx, k), kInitialBalance);
+}
+
+TEST_F(DtxTest, ACommittedTransferIsOnBothReplicasAndLeavesNoLock) {
+  Transaction tx(*db_);
+  ASSERT_TRUE(Transfer(tx, 3, 4, 250).ok());
+  ASSERT_TRUE(tx.flush().ok());
+  EXPECT_EQ(Balance(tx, 3), kInitialBalance - 250);
+  EXPECT_EQ(Balance(tx, 4), kInitialBalance + 250);
+  const std::vector<std::string> r = Replicas(*db_->table(kAccounts));
+  EXPECT_EQ(r[0], r[1]) << "the backup differs from the primary";
+  const TableInfo& t = *db_->table(kAccounts);
+  for (uint64_t n = 0; n < t.total_nodes(); ++n) {
+    for (int i = 0; i < kSlotsPerNode; ++i) {
+      EXPECT_EQ(SlotLock(r[0].data() + n * t.node_bytes() + i * t.slot_bytes()), 0u) << "node " << n << " slot " << i;
+    }
+  }
+  // The version moved by one, and the history says so.
+  tx.begin();
+  const int a = tx.read(kAccounts, 3);
+  ASSERT_TRUE(tx.execute().ok());
+  EXPECT_EQ(tx.version(a), 2u);
+  ASSERT_TRUE(tx.commit().ok());
+}
+
+TEST_F(DtxTest, ALockedRecordMakesASecondWriterAbortAndTheFirstCommits) {
+  Transaction first(*db_);
+  Transaction second(*db_);
+  first.begin();
+  const int a = first.write(kAccounts, 10);
+  ASSERT_TRUE(first.execute().ok());
+  second.begin();
+  second.write(kAccounts, 10);
+  Status s = second.execute();
+  EXPECT_EQ(s.code(), Status::Code::kRetry) << s.ToString();
+  *first.value_as<int64_t>(a) += 1;
+  ASSERT_TRUE(first.commit().ok());
+  ASSERT_TRUE(first.flush().ok());
+  ASSERT_TRUE(Transfer(second, 10, 11, 1).ok()) << "the lock was released";
+  ASSERT_TRUE(second.flush().ok());
+  EXPECT_EQ(Balance(second, 10), kInitialBalance);
+  EXPECT_EQ(db_->stats().aborted_conflict, 1u);
+}
+
+TEST_F(DtxTest, AnAbortReleasesOnlyTheLocksItTook) {
+  Transaction holder(*db_);
+  Transaction other(*db_);
+  holder.begin();
+  holder.write(kAccounts, 20);
+  ASSERT_TRUE(holder.execute().ok());
+  // `other` locks 21, then fails on 20 (held): it must release 21 and leave
+  // 20 to its holder.
+  other.begin();
+  other.write(kAccounts, 21);
+  other.write(kAccounts, 20);
+  EXPECT_EQ(other.execute().code(), Status::Code::kRetry);
+  ASSERT_TRUE(other.flush().ok());
+  Transaction third(*db_);
+  third.begin();
+  third.write(kAccounts, 20);
+  EXPECT_EQ(third.execute().code(), Status::Code::kRetry) << "an abort freed a lock another transaction holds";
+  third.begin();
+  third.write(kAccounts, 21);
+  ASSERT_TRUE(third.execute().ok()) << "an abort kept a lock it took";
+  third.abort();
+  holder.abort();
+  ASSERT_TRUE(third.flush().ok());
+  ASSERT_TRUE(holder.flush().ok());
+}
+
+TEST_F(DtxTest, WriteSkewIsPrevented) {
+  // x + y must stay >= 0: each transaction reads both and takes 150 from one
+  // when the sum allows; run interleaved, at most one may commit.
+  Transaction t1(*db_);
+  Transaction t2(*db_);
+  t1.begin();
+  const int x1 = t1.write(kAccounts, 30);
+  t1.read(kAccounts, 31);
+  ASSERT_TRUE(t1.execute().ok());
+  t2.begin();
+  t2.read(kAccounts, 30);
+  const int y2 = t2.write(kAccounts, 31);
+  Status s2 = t2.execute();
+  *t1.value_as<int64_t>(x1) -= 150;
+  Status c1 = t1.commit();
+  Status c2 = s2;
+  if (s2.ok()) {
+    *t2.value_as<int64_t>(y2) -= 150;
+    c2 = t2.commit();
+  }
+  EXPECT_FALSE(c1.ok() && c2.ok()) << "both transactions of a write skew committed";
+  EXPECT_TRUE(c1.ok() || c2.ok()) << "neither committed";
+  ASSERT_TRUE(t1.flush().ok());
+  ASSERT_TRUE(t2.flush().ok());
+}
+
+TEST_F(DtxTest, AReadValidatesAgainstAWriteThatCommittedAfterIt) {
+  Transaction reader(*db_);
+  Transaction writer(*db_);
+  reader.begin();
+  reader.read(kAccounts, 40);
+  const int w = reader.write(kAccounts, 41);
+  ASSERT_TRUE(reader.execute().ok());
+  ASSERT_TRUE(Transfer(writer, 40, 42, 5).ok());
+  ASSERT_TRUE(writer.flush().ok());
+  *reader.value_as<int64_t>(w) += 1;
+  EXPECT_EQ(reader.commit().code(), Status::Code::kRetry) << "a stale read committed";
+  ASSERT_TRUE(reader.flush().ok());
+  EXPECT_EQ(Balance(reader, 41), kInitialBalance);
+}
+
+TEST_F(DtxTest, InsertThenFindThenDeleteThenMiss) {
+  Transaction tx(*db_);
+  tx.begin();
+  const int n = tx.insert(kNotes, 5000);
+  ASSERT_TRUE(tx.execute().ok());
+  EXPECT_FALSE(tx.exists(n));
+  memcpy(tx.value(n), "hello, notes!!!", 16);
+  ASSERT_TRUE(tx.commit().ok());
+  tx.begin();
+  const int again = tx.insert(kNotes, 5000);
+  ASSERT_TRUE(tx.execute().ok());
+  EXPECT_TRUE(tx.exists(again)) << "a second insert did not see the first";
+  EXPECT_EQ(memcmp(tx.value(again), "hello, notes!!!", 16), 0);
+  tx.abort();
+  tx.begin();
+  tx.remove(kNotes, 5000);
+  ASSERT_TRUE(tx.execute().ok());
+  ASSERT_TRUE(tx.commit().ok());
+  tx.begin();
+  tx.read(kNotes, 5000);
+  EXPECT_EQ(tx.execute().code(), Status::Code::kNotFound) << "a deleted record was found";
+  // Another client, whose address cache never saw it, agrees.
+  auto other = Connect();
+  Database attached(*other, 2, Options());
+  Transaction fresh(attached);
+  fresh.begin();
+  fresh.read(kNotes, 5000);
+  EXPECT_EQ(fresh.execute().code(), Status::Code::kNotFound);
+  ASSERT_TRUE(tx.flush().ok());
+  const std::vector<std::string> r = Replicas(*db_->table(kNotes));
+  EXPECT_EQ(r[0], r[1]);
+}
+
+TEST_F(DtxTest, InsertsGrowChainsWithOverflowNodesAndEveryKeyIsFoundOnce) {
+  Transaction tx(*db_);
+  // 8 buckets of 8 slots: 150 keys need overflow nodes linked at run time.
+  for (uint64_t k = 0; k < 150; ++k) {
+    tx.begin();
+    const int n = tx.insert(kNotes, k);
+    Status s = tx.execute();
+    ASSERT_TRUE(s.ok()) << k << ": " << s.ToString();
+    ASSERT_FALSE(tx.exists(n));
+    memcpy(tx.value(n), &k, 8);
+    ASSERT_TRUE(tx.commit().ok()) << k;
+  }
+  ASSERT_TRUE(tx.flush().ok());
+  auto other = Connect();
+  Database attached(*other, 2, Options());
+  Transaction fresh(attached);
+  for (uint64_t k = 0; k < 150; ++k) {
+    fresh.begin();
+    const int n = fresh.read(kNotes, k);
+    ASSERT_TRUE(fresh.execute().ok()) << k;
+    uint64_t got;
+    memcpy(&got, fresh.value(n), 8);
+    EXPECT_EQ(got, k);
+    ASSERT_TRUE(fresh.commit().ok());
+  }
+  // Exactly one copy of each key in the table, on both replicas alike.
+  const TableInfo& t = *db_->table(kNotes);
+  const std::vector<std::string> r = Replicas(t);
+  EXPECT_EQ(r[0], r[1]);
+  std::vector<int> copies(150);
+  for (uint64_t node = 0; node < t.total_nodes(); ++node) {
+    for (int i = 0; i < kSlotsPerNode; ++i) {
+      Record rec;
+      ASSERT_TRUE(DecodeSlot(r[0].data() + node * t.node_bytes() + i * t.slot_bytes(), 16, &rec));
+      if (rec.valid) {
+        ASSERT_LT(rec.key, 150u);
+        ++copies[rec.key];
+      }
+    }
+  }
+  for (uint64_t k = 0; k < 150; ++k) EXPECT_EQ(copies[k], 1) << "key " << k;
+}
+
+TEST_F(DtxTest, AChainThatCannotGrowEndsInAnErrorNamingTheTable) {
+  Transaction tx(*db_);
+  Status last;
+  for (uint64_t k = 0; k < 400 && last.ok(); ++k) {
+    tx.begin();
+    const int n = tx.insert(kNotes, k);
+    last = tx.execute();
+    if (last.ok()) {
+      memcpy(tx.value(n), &k, 8);
+      last = tx.commit();
+    }
+  }
+  EXPECT_EQ(last.code(), Status::Code::kOutOfMemory) << last.ToString();
+  EXPECT_NE(last.ToString().find("table 2"), std::string::npos) << last.ToString();
+  ASSERT_TRUE(tx.flush().ok());
+}
+
+TEST_F(DtxTest, TheUndoRecordOfTheLastWriteIsOnEveryBladeOfItsReplicas) {
+  Transaction tx(*db_);
+  ASSERT_TRUE(Transfer(tx, 50, 51, 7).ok());
+  ASSERT_TRUE(tx.flush().ok());
+  const TableInfo& t = *db_->table(kAccounts);
+  for (node_t b : t.replicas) {
+    char* buffer = static_cast<char*>(initiator_->alloc_cache(kLogSlotBytes));
+    ASSERT_TRUE(initiator_->read(buffer, db_->log_slot(b, ThreadId(), this_task::id()), kLogSlotBytes).ok());
+    UndoRecord r;
+    auto slot_bytes = [](const void* db, uint16_t table) -> size_t {
+      const TableInfo* info = static_cast<const Database*>(db)->table(table);
+      return info == nullptr ? 0 : info->slot_bytes();
+    };
+    ASSERT_EQ(DecodeUndo(buffer, kLogSlotBytes, slot_bytes, db_.get(), &r), "") << "blade " << int(b);
+    EXPECT_EQ(r.tx_id, tx.id());
+    ASSERT_EQ(r.items.size(), 2u);
+    Record before;
+    ASSERT_TRUE(DecodeSlot(r.items[0].before.data(), 8, &before));
+    EXPECT_EQ(before.key, 50u);
+    int64_t balance;
+    memcpy(&balance, before.value, 8);
+    EXPECT_EQ(balance, kInitialBalance) << "the undo image is not the record before the transaction";
+  }
+}
+
+TEST_F(DtxTest, ConcurrentTransfersKeepTheTotalAndTheReplicasEqual) {
+  constexpr int kThreads = 2, kTasks = 4, kPerTask = 400;
+  std::atomic<uint64_t> committed{0}, failures{0};
+  RunThreads(kThreads, false, [&](int t) {
+    TaskPool pool(TaskPoolOptions{64 * 1024, kTasks});
+    for (int k = 0; k < kTasks; ++k) {
+      pool.spawn([&, t, k] {
+        Transaction tx(*db_);
+        uint64_t seed = static_cast<uint64_t>(t * 100 + k + 1);
+        for (int i = 0; i < kPerTask; ++i) {
+          seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+          const uint64_t from = (seed >> 33) % 8;  // few accounts: real contention
+          const uint64_t to = (from + 1 + (seed >> 20) % 7) % 8;
+          Status s = Transfer(tx, from, to, static_cast<int64_t>((seed >> 40) % 50));
+          if (s.ok()) {
+            ++committed;
+          } else if (s.code() != Status::Code::kRetry) {
+            ++failures;
+          }
+        }
+        EXPECT_TRUE(tx.flush().ok());
+      });
+    }
+    pool.run();
+  });
+  EXPECT_EQ(failures.load(), 0u);
+  EXPECT_GT(committed.load(), 0u);
+  Transaction tx(*db_);
+  int64_t total = 0;
+  for (uint64_t k = 0; k < kAccountCount; ++k) total += Balance(tx, k);
+  EXPECT_EQ(total, static_cast<int64_t>(kAccountCount) * kInitialBalance) << "money was made or lost";
+  const std::vector<std::string> r = Replicas(*db_->table(kAccounts));
+  EXPECT_EQ(r[0], r[1]) << "the backup differs from the primary";
+  const DtxStats s = db_->stats();
+  EXPECT_EQ(s.committed, committed.load() + kAccountCount);
+}
+
+}  // namespace
+}  // namespace smart::dtx

@@ -187,6 +187,26 @@ struct DataStructureConfig {
   void ApplyEnvironment();
 };
 
+/// transaction.json: the SmallBank and TATP benches (upstream keys, plus
+/// duration and backup_degree).
+struct TransactionConfig {
+  std::string source;  ///< file the values came from
+  std::vector<ServerAddress> memory_servers;  ///< empty: embedded memory blades
+  uint64_t smallbank_accounts = 100000;       ///< smallbank.num_accounts
+  uint64_t smallbank_hot_accounts = 4000;     ///< smallbank.num_hot_accounts
+  uint64_t tatp_subscribers = 100000;         ///< tatp.num_subscriber
+  uint64_t nr_transactions = 60000000;        ///< attempts, split over threads x coroutines (duration 0)
+  double duration = 0;                        ///< seconds to run; 0: run nr_transactions instead
+  int backup_degree = 1;                      ///< backups of every table (below the blade count)
+  std::string dump_file_path = "dtx.csv";     ///< CSV file results are appended to
+
+  /// APP_CONFIG_PATH, then the default search for transaction.json; env
+  /// DUMP_FILE_PATH and MEMORY_NODES override. Throws smart::Error.
+  static TransactionConfig Load(const std::string& explicit_path = "");
+  /// Parses JSON text; `source` names it in messages. Throws smart::Error.
+  static TransactionConfig Parse(const std::string& text, const std::string& source);
+};
+
 /// Resolves a config file name: `env_var` if set; else, first found,
 /// config/NAME and ../config/NAME from the working directory,
 /// config/NAME and share/smart/NAME beside the executable's directory (a

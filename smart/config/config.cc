@@ -371,6 +371,41 @@ void CheckDataset(const std::string& dataset, const std::string& where) {
 
 }  // namespace
 
+namespace {
+
+// memory_servers: [{"hostname": ..., "port": ...}, ...].
+void ReadMemoryServers(ConfigReader& r, bool required, std::vector<ServerAddress>* out) {
+  const char* expectation = "an array of {\"hostname\": string, \"port\": integer} objects";
+  const nlohmann::json* servers = r.get("memory_servers", required, expectation);
+  if (servers == nullptr) return;
+  if (!servers->is_array()) r.fail("memory_servers", expectation, servers);
+  for (const nlohmann::json& s : *servers) {
+    if (!s.is_object() || s.size() != 2 || !s.contains("hostname") || !s.contains("port") ||
+        !s["hostname"].is_string() || s["hostname"].get<std::string>().empty() || !s["port"].is_number_integer() ||
+        s["port"].get<long>() < 1 || s["port"].get<long>() > 65535) {
+      r.fail("memory_servers", expectation, &s);
+    }
+    out->push_back(ServerAddress{s["hostname"].get<std::string>(), static_cast<int>(s["port"].get<long>())});
+  }
+  if (out->size() > static_cast<size_t>(kMaxNodes)) {
+    r.fail("memory_servers", "at most " + std::to_string(kMaxNodes) + " servers", servers);
+  }
+}
+
+// MEMORY_NODES=k: use only the first k memory servers.
+void ApplyMemoryNodes(std::vector<ServerAddress>* servers) {
+  std::string value;
+  if (!GetEnv("MEMORY_NODES", &value)) return;
+  char* end = nullptr;
+  const long k = std::strtol(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || k < 1) {
+    throw Error("MEMORY_NODES: expected a positive integer, found \"" + value + "\"");
+  }
+  if (static_cast<size_t>(k) < servers->size()) servers->resize(static_cast<size_t>(k));
+}
+
+}  // namespace
+
 DataStructureConfig DataStructureConfig::Parse(const std::string& text, const std::string& source) {
   const nlohmann::json root = ParseJsonText(text, source);
   ConfigReader r(root, source);
@@ -393,22 +428,7 @@ DataStructureConfig DataStructureConfig::Parse(const std::string& text, const st
   r.get_bool("rehash_key", &c.rehash_key, false);
   r.get_double("duration", &c.duration, true, 0.01, 86400);
   r.get_double("zipfian_const", &c.zipfian_const, true, 0, 0.9999);
-  if (const nlohmann::json* servers =
-          r.get("memory_servers", true, "an array of {\"hostname\": string, \"port\": integer} objects")) {
-    const char* expectation = "an array of {\"hostname\": string, \"port\": integer} objects";
-    if (!servers->is_array()) r.fail("memory_servers", expectation, servers);
-    for (const nlohmann::json& s : *servers) {
-      if (!s.is_object() || s.size() != 2 || !s.contains("hostname") || !s.contains("port") ||
-          !s["hostname"].is_string() || s["hostname"].get<std::string>().empty() || !s["port"].is_number_integer() ||
-          s["port"].get<long>() < 1 || s["port"].get<long>() > 65535) {
-        r.fail("memory_servers", expectation, &s);
-      }
-      c.memory_servers.push_back(ServerAddress{s["hostname"].get<std::string>(), static_cast<int>(s["port"].get<long>())});
-    }
-    if (c.memory_servers.size() > static_cast<size_t>(kMaxNodes)) {
-      r.fail("memory_servers", "at most " + std::to_string(kMaxNodes) + " servers", servers);
-    }
-  }
+  ReadMemoryServers(r, true, &c.memory_servers);
   r.check_unknown();
   // A formatted key must tell every key id apart.
   long double room = 1;
@@ -435,14 +455,7 @@ void DataStructureConfig::ApplyEnvironment() {
     }
     zipfian_const = static_cast<double>(percent) / 100.0;
   }
-  if (GetEnv("MEMORY_NODES", &value)) {
-    char* end = nullptr;
-    const long k = std::strtol(value.c_str(), &end, 10);
-    if (value.empty() || *end != '\0' || k < 1) {
-      throw Error("MEMORY_NODES: expected a positive integer, found \"" + value + "\"");
-    }
-    if (static_cast<size_t>(k) < memory_servers.size()) memory_servers.resize(static_cast<size_t>(k));
-  }
+  ApplyMemoryNodes(&memory_servers);
 }
 
 DataStructureConfig DataStructureConfig::Load(const std::string& explicit_path) {
@@ -450,6 +463,39 @@ DataStructureConfig DataStructureConfig::Load(const std::string& explicit_path) 
       explicit_path.empty() ? FindConfigFile("datastructure.json", "APP_CONFIG_PATH") : explicit_path;
   DataStructureConfig c = Parse(ReadTextFile(path, "data structure config file"), path);
   c.ApplyEnvironment();
+  return c;
+}
+
+TransactionConfig TransactionConfig::Parse(const std::string& text, const std::string& source) {
+  const nlohmann::json root = ParseJsonText(text, source);
+  ConfigReader r(root, source);
+  TransactionConfig c;
+  c.source = source;
+  ReadMemoryServers(r, false, &c.memory_servers);
+  r.get_uint64("smallbank.num_accounts", &c.smallbank_accounts, false, 2, uint64_t{1} << 32);
+  r.get_uint64("smallbank.num_hot_accounts", &c.smallbank_hot_accounts, false, 2, uint64_t{1} << 32);
+  r.get_uint64("tatp.num_subscriber", &c.tatp_subscribers, false, 1, uint64_t{1} << 30);
+  r.get_uint64("nr_transactions", &c.nr_transactions, false, 1, uint64_t{1} << 50);
+  r.get_double("duration", &c.duration, false, 0, 86400);
+  r.get_int("backup_degree", &c.backup_degree, false, 0, kMaxNodes - 1);
+  r.get_string("dump_file_path", &c.dump_file_path, false);
+  // Upstream ships a TPC-C section that nothing reads.
+  r.ignore("tpcc");
+  r.check_unknown();
+  if (c.smallbank_hot_accounts > c.smallbank_accounts) {
+    r.fail("smallbank.num_hot_accounts", "at most smallbank.num_accounts (" + std::to_string(c.smallbank_accounts) + ")",
+           r.get("smallbank.num_hot_accounts", false, ""));
+  }
+  return c;
+}
+
+TransactionConfig TransactionConfig::Load(const std::string& explicit_path) {
+  const std::string path =
+      explicit_path.empty() ? FindConfigFile("transaction.json", "APP_CONFIG_PATH") : explicit_path;
+  TransactionConfig c = Parse(ReadTextFile(path, "transaction config file"), path);
+  std::string value;
+  if (GetEnv("DUMP_FILE_PATH", &value)) c.dump_file_path = value;
+  ApplyMemoryNodes(&c.memory_servers);
   return c;
 }
 

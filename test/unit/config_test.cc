@@ -215,5 +215,36 @@ TEST(TestRdmaConfig, RejectsBadValues) {
       {"qp_num"});
 }
 
+TEST(TransactionConfig, ParsesTheShippedFileAndAnUpstreamStyleOne) {
+  std::ifstream in(std::string(SMART_SOURCE_DIR) + "/config/transaction.json");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const TransactionConfig shipped = TransactionConfig::Parse(text, "transaction.json");
+  EXPECT_EQ(shipped.smallbank_accounts, 100000u);
+  EXPECT_EQ(shipped.backup_degree, 1);
+  EXPECT_TRUE(shipped.memory_servers.empty());
+  // Upstream's file: two servers, a TPC-C section nothing reads, no duration.
+  const TransactionConfig upstream = TransactionConfig::Parse(R"({
+    "memory_servers": [{"hostname": "optane06", "port": 12345}, {"hostname": "optane07", "port": 12345}],
+    "tpcc": {"num_warehouse": 8, "num_district_per_warehouse": 10},
+    "smallbank": {"num_accounts": 5000, "num_hot_accounts": 100},
+    "tatp": {"num_subscriber": 777},
+    "nr_transactions": 1234, "dump_file_path": "x.csv"})", "upstream");
+  EXPECT_EQ(upstream.memory_servers.size(), 2u);
+  EXPECT_EQ(upstream.smallbank_accounts, 5000u);
+  EXPECT_EQ(upstream.smallbank_hot_accounts, 100u);
+  EXPECT_EQ(upstream.tatp_subscribers, 777u);
+  EXPECT_EQ(upstream.nr_transactions, 1234u);
+  EXPECT_EQ(upstream.duration, 0);
+}
+
+TEST(TransactionConfig, BadValuesAreNamed) {
+  ExpectConfigError([] { TransactionConfig::Parse(R"({"smallbank": {"num_acounts": 5}})", "t.json"); },
+                    {"t.json", "smallbank.num_acounts"});
+  ExpectConfigError([] { TransactionConfig::Parse(R"({"smallbank": {"num_accounts": 10, "num_hot_accounts": 20}})", "t.json"); },
+                    {"smallbank.num_hot_accounts"});
+  ExpectConfigError([] { TransactionConfig::Parse(R"({"backup_degree": -1})", "t.json"); }, {"backup_degree"});
+  ExpectConfigError([] { TransactionConfig::Parse(R"({"duration": "long"})", "t.json"); }, {"duration"});
+}
+
 }  // namespace
 }  // namespace smart

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "db_internal.h"
+#include "smart/fault_injection.h"
 #include "smart/initiator.h"
 #include "smart/remote_lock.h"
 #include "smart/task.h"
@@ -557,6 +558,7 @@ Status Transaction::commit() {
     if (it->kind != kRead && !it->exists) writes.push_back(it);
   }
   if (!writes.empty()) {
+    FaultPoint("dtx.commit.validated");
     if (in_flight_) {
       // The undo record must be on every blade before any record changes.
       s = wait();

@@ -18,6 +18,10 @@
 // namespaces), their include guards are #pragma once.
 #include "layout.h"
 #include "page.h"
+#include "catalog.h"
+#include "history.h"
+#include "record.h"
+#include "undo_log.h"
 
 namespace {
 
@@ -113,6 +117,74 @@ void BTree() {
   Write("btree", "leaf-resealed", bytes);
 }
 
+void DtxHistory() {
+  using namespace smart::dtx;
+  constexpr uint64_t kMax = ~uint64_t{0};
+  auto read = [](uint16_t table, uint64_t key, uint64_t version) { return HistoryAccess{table, key, version, false}; };
+  auto write = [](uint16_t table, uint64_t key, uint64_t version, bool inserted = false, bool deleted = false) {
+    return HistoryAccess{table, key, version, true, inserted, deleted};
+  };
+  const std::vector<std::vector<std::string>> histories = {
+      // serial, with an insert, a delete and the numbers' limits
+      {FormatHistoryLine(1, {read(1, 7, 1), write(1, 7, 2), write(2, 9, 1, true)}),
+       FormatHistoryLine(2, {read(1, 7, 2), write(1, 7, 3), read(2, 9, 1), write(2, 9, 2, false, true)}),
+       FormatHistoryLine(kMax, {read(65535, kMax, kMax), read(1, 7, 3)})},
+      // a lost update (and the same version written twice)
+      {FormatHistoryLine(1, {read(1, 7, 1), write(1, 7, 2)}), FormatHistoryLine(2, {read(1, 7, 1), write(1, 7, 3)}),
+       FormatHistoryLine(3, {write(1, 7, 3)})},
+      // a write skew
+      {FormatHistoryLine(1, {read(1, 1, 1), read(1, 2, 1), write(1, 1, 2)}),
+       FormatHistoryLine(2, {read(1, 1, 1), read(1, 2, 1), write(1, 2, 2)})},
+  };
+  const char* names[] = {"serial", "lost-update", "write-skew"};
+  for (size_t i = 0; i < histories.size(); ++i) {
+    std::string bytes;
+    for (const std::string& line : histories[i]) {
+      HistoryTx tx;
+      FuzzCheck(ParseHistoryLine(line, &tx, nullptr), "a seed history line does not parse");
+      bytes += line + "\n";
+    }
+    Write("dtx_history", names[i], bytes);
+  }
+}
+
+void Dtx() {
+  using namespace smart::dtx;
+  // A sealed slot of each width the target's tables use.
+  for (size_t width : {size_t{8}, size_t{40}}) {
+    std::vector<char> slot(SlotBytes(width));
+    std::vector<char> value(width, 'v');
+    EncodeSlot(slot.data(), width, 0, 3, 42, 1, true, value.data());
+    std::string bytes(1, '\0');  // selector: a slot
+    bytes.push_back(static_cast<char>(width / 8 - 1));
+    bytes.append(slot.data(), slot.size());
+    Write("dtx", "slot-" + std::to_string(width), bytes);
+  }
+  CatalogBlock c;
+  c.backup_degree = 1;
+  c.blade_count = 2;
+  c.log_directory = 16384;
+  CatalogBlock::Entry e;
+  e.spec = TableSpec{1, "", 8, 100, 16};
+  e.region = 65536;
+  e.rows = 300;
+  c.tables.push_back(e);
+  std::vector<char> block(kCatalogBytes);
+  EncodeCatalog(c, block.data());
+  std::string bytes(1, '\1');
+  bytes.append(block.data(), block.size());
+  Write("dtx", "catalog", bytes);
+  UndoRecord r;
+  r.tx_id = 77;
+  r.items.push_back(UndoItem{Locator{1, 2, 9}, std::string(SlotBytes(8), 'a')});
+  r.items.push_back(UndoItem{Locator{3, 7, 1000}, std::string(SlotBytes(40), 'b')});
+  std::vector<char> log(kLogSlotBytes, 0);
+  const size_t n = EncodeUndo(r, log.data());
+  bytes.assign(1, '\2');
+  bytes.append(log.data(), n);
+  Write("dtx", "undo", bytes);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -124,6 +196,8 @@ int main(int argc, char** argv) {
   Handshake();
   HashTable();
   BTree();
+  Dtx();
+  DtxHistory();
   printf("fuzz_seeds: seeds written to %s\n", argv[1]);
   return 0;
 }

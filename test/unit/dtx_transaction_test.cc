@@ -8,6 +8,7 @@
 
 #include "database.h"
 #include "smart/bench.h"
+#include "smart/fault_injection.h"
 #include "smart/initiator.h"
 #include "smart/task.h"
 #include "test_util.h"
@@ -19,6 +20,7 @@ namespace {
 
 constexpr uint16_t kAccounts = 1;
 constexpr uint16_t kNotes = 2;
+constexpr uint16_t kTiny = 3;  // one bucket: every key in one chain
 constexpr uint64_t kAccountCount = 200;
 constexpr int64_t kInitialBalance = 1000;
 
@@ -26,6 +28,8 @@ class DtxTest : public ::testing::Test {
  protected:
   void SetUp() override {
     config_ = smart::testing::TestConfig();
+    config_.faults = ParseFaultRules(faults_);
+    config_.shm.latency_ns = latency_ns_;
     for (int b = 0; b < 2; ++b) blades_.push_back(std::make_unique<EmbeddedMemoryBlade>(config_, 64));
     initiator_ = Connect();
     db_ = Open(*initiator_);
@@ -40,7 +44,8 @@ class DtxTest : public ::testing::Test {
   static DatabaseOptions Options() {
     DatabaseOptions o;
     o.name = "test";
-    o.tables = {TableSpec{kAccounts, "accounts", 8, 64, 16}, TableSpec{kNotes, "notes", 16, 8, 24}};
+    o.tables = {TableSpec{kAccounts, "accounts", 8, 64, 16}, TableSpec{kNotes, "notes", 16, 8, 24},
+                TableSpec{kTiny, "tiny", 8, 1, 8}};
     o.backup_degree = 1;
     o.threads = 4;
     o.tasks = 8;
@@ -88,6 +93,10 @@ class DtxTest : public ::testing::Test {
     return tx.commit();
   }
 
+  void TearDown() override { InstallFaultRules({}); }
+
+  std::string faults_;        // fault rules for the race tests
+  uint64_t latency_ns_ = 0;   // shm completion latency for the race tests
   SmartConfig config_;
   std::vector<std::unique_ptr<EmbeddedMemoryBlade>> blades_;
   std::unique_ptr<Initiator> initiator_;
@@ -294,6 +303,139 @@ TEST_F(DtxTest, InsertsGrowChainsWithOverflowNodesAndEveryKeyIsFoundOnce) {
   for (uint64_t k = 0; k < 150; ++k) EXPECT_EQ(copies[k], 1) << "key " << k;
 }
 
+TEST_F(DtxTest, RacingInsertsOfTheSameKeysCreateEachOnceAndOnlyOnce) {
+  // Eight tasks insert the same 60 keys (chains of 8 buckets, so the
+  // inserts meet in the same chains and grow them) until each saw every key
+  // either created by itself or already there; exactly one creation per key.
+  constexpr int kThreads = 2, kTasks = 4;
+  constexpr uint64_t kKeys = 60;
+  std::vector<std::atomic<int>> created(kKeys);
+  std::atomic<uint64_t> failures{0};
+  RunThreads(kThreads, false, [&](int t) {
+    TaskPool pool(TaskPoolOptions{64 * 1024, kTasks});
+    for (int k = 0; k < kTasks; ++k) {
+      pool.spawn([&, t, k] {
+        Transaction tx(*db_);
+        for (uint64_t i = 0; i < kKeys; ++i) {
+          const uint64_t key = (i * 7 + static_cast<uint64_t>(t * kTasks + k) * 13) % kKeys;
+          for (int attempt = 0;; ++attempt) {
+            tx.begin();
+            const int n = tx.insert(kNotes, key);
+            Status s = tx.execute();
+            if (s.ok() && tx.exists(n)) {
+              tx.abort();
+              break;
+            }
+            if (s.ok()) {
+              memcpy(tx.value(n), &key, 8);
+              s = tx.commit();
+              if (s.ok()) {
+                ++created[key];
+                break;
+              }
+            }
+            if (s.code() != Status::Code::kRetry || attempt > 100000) {
+              ++failures;
+              break;
+            }
+            this_task::yield();
+          }
+        }
+        EXPECT_TRUE(tx.flush().ok());
+      });
+    }
+    pool.run();
+  });
+  EXPECT_EQ(failures.load(), 0u);
+  for (uint64_t key = 0; key < kKeys; ++key) EXPECT_EQ(created[key].load(), 1) << "key " << key << " created";
+  const TableInfo& t = *db_->table(kNotes);
+  const std::vector<std::string> r = Replicas(t);
+  EXPECT_EQ(r[0], r[1]);
+  std::vector<int> copies(kKeys);
+  for (uint64_t node = 0; node < t.total_nodes(); ++node) {
+    for (int i = 0; i < kSlotsPerNode; ++i) {
+      Record rec;
+      ASSERT_TRUE(DecodeSlot(r[0].data() + node * t.node_bytes() + i * t.slot_bytes(), 16, &rec));
+      if (rec.valid) ++copies[rec.key];
+      EXPECT_EQ(rec.lock, 0u) << "a lock was left on node " << node << " slot " << i;
+    }
+  }
+  for (uint64_t key = 0; key < kKeys; ++key) EXPECT_EQ(copies[key], 1) << "copies of key " << key;
+}
+
+TEST_F(DtxTest, TwoInsertsOfOneKeyInDifferentSlotsCannotBothCommit) {
+  // J sits in the chain's first slot. Task A starts inserting K and locks
+  // the first free slot (the second). Task B deletes J, freeing the first,
+  // and starts inserting K too: K is not there yet, and the first free slot
+  // is now the first. Both validate before either writes (both are held at
+  // the point between validation and the commit writes until the other got
+  // there): only one may commit, and K must end up in the table once.
+  Transaction setup(*db_);
+  setup.begin();
+  const int j = setup.insert(kTiny, 900);
+  ASSERT_TRUE(setup.execute().ok());
+  memset(setup.value(j), 1, 8);
+  ASSERT_TRUE(setup.commit().ok());
+  ASSERT_TRUE(setup.flush().ok());
+  bool a_executed = false, j_deleted = false;
+  int at_point = 0, done = 0;
+  SetFaultPointHook("dtx.commit.validated", [&] {
+    if (!j_deleted) return;  // the delete's own commit goes through
+    ++at_point;
+    while (at_point + done < 2) this_task::yield();
+  });
+  Status sa, sb;
+  TaskPool pool;
+  pool.spawn([&] {
+    Transaction a(*db_);
+    a.begin();
+    const int k = a.insert(kTiny, 7);
+    sa = a.execute();
+    a_executed = true;
+    if (sa.ok()) {
+      EXPECT_FALSE(a.exists(k));
+      while (!j_deleted) this_task::yield();
+      sa = a.commit();
+    }
+    ++done;
+    EXPECT_TRUE(a.flush().ok());
+  });
+  pool.spawn([&] {
+    while (!a_executed) this_task::yield();
+    Transaction b(*db_);
+    b.begin();
+    b.remove(kTiny, 900);
+    Status s = b.execute();
+    if (s.ok()) s = b.commit();
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(b.flush().ok());
+    j_deleted = true;
+    b.begin();
+    const int k = b.insert(kTiny, 7);
+    sb = b.execute();
+    if (sb.ok()) {
+      EXPECT_FALSE(b.exists(k));
+      sb = b.commit();
+    }
+    ++done;
+    EXPECT_TRUE(b.flush().ok());
+  });
+  pool.run();
+  SetFaultPointHook("dtx.commit.validated", nullptr);
+  EXPECT_FALSE(sa.ok() && sb.ok()) << "both inserts of key 7 committed";
+  const TableInfo& t = *db_->table(kTiny);
+  const std::vector<std::string> r = Replicas(t);
+  int copies = 0;
+  for (uint64_t node = 0; node < t.total_nodes(); ++node) {
+    for (int i = 0; i < kSlotsPerNode; ++i) {
+      Record rec;
+      ASSERT_TRUE(DecodeSlot(r[0].data() + node * t.node_bytes() + i * t.slot_bytes(), 8, &rec));
+      copies += rec.valid && rec.key == 7;
+    }
+  }
+  EXPECT_EQ(copies, (sa.ok() || sb.ok()) ? 1 : 0);
+}
+
 TEST_F(DtxTest, AChainThatCannotGrowEndsInAnErrorNamingTheTable) {
   Transaction tx(*db_);
   Status last;
@@ -371,6 +513,121 @@ TEST_F(DtxTest, ConcurrentTransfersKeepTheTotalAndTheReplicasEqual) {
   EXPECT_EQ(r[0], r[1]) << "the backup differs from the primary";
   const DtxStats s = db_->stats();
   EXPECT_EQ(s.committed, committed.load() + kAccountCount);
+}
+
+// Windows held open: every completion takes 2 us, every third CAS 30 us
+// more and every second READ 20 us more (on shm a READ takes its snapshot
+// when posted, so the snapshot ages before its reader goes on), so the
+// tasks of a thread interleave inside each other's transactions.
+class DtxRaceTest : public DtxTest {
+ protected:
+  DtxRaceTest() {
+    faults_ = "delay=30us@cas#3+;delay=20us@read#2+";
+    latency_ns_ = 2000;
+  }
+};
+
+TEST_F(DtxRaceTest, RacingInsertsAmongDeletesInOneChainCreateEachKeyOnce) {
+  // Round by round, eight tasks all insert the same three fresh keys of one
+  // chain while deleting the keys of two rounds before, so inserts race each
+  // other next to slots that deletes are freeing. Every key must be created
+  // exactly once: a second copy would outlive its key's delete.
+  constexpr int kThreads = 2, kTasks = 4, kRounds = 40, kPerRound = 3;
+  constexpr uint64_t kKeys = kRounds * kPerRound;
+  std::vector<std::atomic<int>> created(kKeys), deleted(kKeys);
+  std::atomic<uint64_t> failures{0}, conflicts{0};
+  RunThreads(kThreads, false, [&](int t) {
+    TaskPool pool(TaskPoolOptions{64 * 1024, kTasks});
+    for (int k = 0; k < kTasks; ++k) {
+      pool.spawn([&, t, k] {
+        Transaction tx(*db_);
+        // Retries `attempt` until it reports done; counts conflicts.
+        auto until_done = [&](const std::function<Status(bool*)>& attempt) {
+          for (int tries = 0; tries < 100000; ++tries) {
+            bool done = false;
+            Status s = attempt(&done);
+            if (done) return;
+            if (s.code() != Status::Code::kRetry) {
+              ADD_FAILURE() << s.ToString();
+              ++failures;
+              return;
+            }
+            ++conflicts;
+            this_task::yield();
+          }
+          ++failures;
+        };
+        for (int r = 0; r < kRounds; ++r) {
+          for (int i = 0; i < kPerRound; ++i) {
+            const uint64_t key = static_cast<uint64_t>(r * kPerRound + i);
+            until_done([&](bool* done) {
+              tx.begin();
+              const int n = tx.insert(kTiny, key);
+              Status s = tx.execute();
+              if (s.ok() && tx.exists(n)) {
+                tx.abort();
+                *done = true;
+                return s;
+              }
+              if (!s.ok()) return s;
+              memcpy(tx.value(n), &key, 8);
+              s = tx.commit();
+              if (s.ok()) {
+                ++created[key];
+                *done = true;
+              }
+              return s;
+            });
+          }
+          if (r < 2) continue;
+          for (int i = 0; i < kPerRound; ++i) {
+            const uint64_t key = static_cast<uint64_t>((r - 2) * kPerRound + i);
+            until_done([&](bool* done) {
+              tx.begin();
+              tx.remove(kTiny, key);
+              Status s = tx.execute();
+              if (s.code() == Status::Code::kNotFound) {
+                *done = true;
+                return s;
+              }
+              if (!s.ok()) return s;
+              s = tx.commit();
+              if (s.ok()) {
+                ++deleted[key];
+                *done = true;
+              }
+              return s;
+            });
+          }
+        }
+        EXPECT_TRUE(tx.flush().ok());
+      });
+    }
+    pool.run();
+  });
+  EXPECT_EQ(failures.load(), 0u);
+  EXPECT_GT(conflicts.load(), 0u) << "no two transactions met: the test did not race";
+  const TableInfo& t = *db_->table(kTiny);
+  const std::vector<std::string> r = Replicas(t);
+  EXPECT_EQ(r[0], r[1]);
+  std::vector<int> copies(kKeys);
+  for (uint64_t node = 0; node < t.total_nodes(); ++node) {
+    for (int i = 0; i < kSlotsPerNode; ++i) {
+      Record rec;
+      ASSERT_TRUE(DecodeSlot(r[0].data() + node * t.node_bytes() + i * t.slot_bytes(), 8, &rec));
+      if (rec.valid) {
+        ASSERT_LT(rec.key, kKeys);
+        ++copies[rec.key];
+      }
+      EXPECT_EQ(rec.lock, 0u) << "a lock was left on node " << node << " slot " << i;
+    }
+  }
+  for (uint64_t key = 0; key < kKeys; ++key) {
+    const bool kept = key >= static_cast<uint64_t>((kRounds - 2) * kPerRound);
+    EXPECT_EQ(created[key].load(), 1) << "key " << key << " was created " << created[key].load() << " times";
+    EXPECT_EQ(deleted[key].load(), kept ? 0 : 1) << "key " << key;
+    EXPECT_EQ(copies[key], kept ? 1 : 0) << "key " << key;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,68 @@
+// The transaction benches' driver: NR_THREAD threads of NR_CORO tasks run
+// transactions for a duration or a count, and the result line and CSV
+// report attempts, commits, latency of committed transactions, aborts by
+// kind and RDMA work requests.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "database.h"
+#include "smart/bench.h"
+#include "transaction.h"
+
+namespace smart::dtx {
+
+/// How one attempt ended.
+enum class TxOutcome { kCommitted, kLogicalAbort, kConflict, kError };
+
+/// Maps a Status from execute() or commit() to an outcome.
+inline TxOutcome OutcomeOf(const Status& s) {
+  if (s.ok()) return TxOutcome::kCommitted;
+  if (s.code() == Status::Code::kRetry) return TxOutcome::kConflict;
+  if (s.code() == Status::Code::kNotFound) return TxOutcome::kLogicalAbort;
+  return TxOutcome::kError;
+}
+
+/// One attempt of the workload in the calling task: `rng` is the task's
+/// generator state; *delta: what a committed attempt added to a checked sum
+/// (SmallBank: money); *error: the status of a kError.
+using TxBody = std::function<TxOutcome(Transaction& tx, uint64_t* rng, int64_t* delta, Status* error)>;
+
+struct TxDriverOptions {
+  int threads = 1;
+  int coros = 1;
+  double duration = 0;          ///< seconds; 0: run `transactions` attempts in all
+  uint64_t transactions = 0;
+  bool progress = false;        ///< progress of a counted run on a terminal
+  std::string history_path;     ///< "": none; else each committed transaction's accesses, one line each
+};
+
+struct TxRunResult {
+  double seconds = 0;
+  uint64_t attempted = 0;
+  uint64_t committed = 0;
+  uint64_t conflicts = 0;
+  uint64_t logical_aborts = 0;
+  uint64_t failed = 0;
+  int64_t delta = 0;            ///< sum of committed attempts' deltas
+  std::string first_failure;
+  Histogram latency;            ///< ns of committed attempts
+  DtxStats stats;               ///< the database's counters over the run
+};
+
+/// Runs the workload. A kError stops the run (first_failure says why).
+TxRunResult RunTransactions(Database& db, const TxDriverOptions& options, const TxBody& body);
+
+/// The upstream result line: "<prefix>: #thread = T, #coro_per_thread = C,
+/// attempt txn = X M/s, committed txn = Y M/s, P50 latency = a us, P99
+/// latency = b us, abort rate = r, RDMA ops per txn = o, RDMA ops per second
+/// = p M", then the aborts by kind and the failures.
+std::string ResultLine(const std::string& prefix, const TxDriverOptions& o, const TxRunResult& r);
+/// The CSV line: prefix, threads, coroutines, attempted M/s, committed M/s,
+/// P50 us, P99 us, abort rate, RDMA ops per txn, RDMA M ops/s, conflict
+/// aborts, logical aborts, failed.
+std::string CsvLine(const std::string& prefix, const TxDriverOptions& o, const TxRunResult& r);
+
+}  // namespace smart::dtx

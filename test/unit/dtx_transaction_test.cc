@@ -187,29 +187,53 @@ TEST_F(DtxTest, AnAbortReleasesOnlyTheLocksItTook) {
 }
 
 TEST_F(DtxTest, WriteSkewIsPrevented) {
-  // x + y must stay >= 0: each transaction reads both and takes 150 from one
-  // when the sum allows; run interleaved, at most one may commit.
-  Transaction t1(*db_);
-  Transaction t2(*db_);
-  t1.begin();
-  const int x1 = t1.write(kAccounts, 30);
-  t1.read(kAccounts, 31);
-  ASSERT_TRUE(t1.execute().ok());
-  t2.begin();
-  t2.read(kAccounts, 30);
-  const int y2 = t2.write(kAccounts, 31);
-  Status s2 = t2.execute();
-  *t1.value_as<int64_t>(x1) -= 150;
-  Status c1 = t1.commit();
-  Status c2 = s2;
-  if (s2.ok()) {
-    *t2.value_as<int64_t>(y2) -= 150;
-    c2 = t2.commit();
-  }
+  // T1 reads y and writes x; T2 reads x and writes y. Both execute, then both
+  // validate before either writes (each held at the point between its
+  // validation and its commit writes until the other got there). Each read
+  // record is then locked by the other: at most one may commit.
+  int at_point = 0, done = 0;
+  SetFaultPointHook("dtx.commit.validated", [&] {
+    ++at_point;
+    while (at_point + done < 2) this_task::yield();
+  });
+  Status c1, c2;
+  bool executed1 = false, executed2 = false;
+  TaskPool pool;
+  pool.spawn([&] {
+    Transaction t1(*db_);
+    t1.begin();
+    const int x = t1.write(kAccounts, 30);
+    t1.read(kAccounts, 31);
+    c1 = t1.execute();
+    executed1 = true;
+    while (!executed2) this_task::yield();
+    if (c1.ok()) {
+      *t1.value_as<int64_t>(x) -= 150;
+      c1 = t1.commit();
+    }
+    ++done;
+    EXPECT_TRUE(t1.flush().ok());
+  });
+  pool.spawn([&] {
+    Transaction t2(*db_);
+    t2.begin();
+    t2.read(kAccounts, 30);
+    const int y = t2.write(kAccounts, 31);
+    c2 = t2.execute();
+    executed2 = true;
+    while (!executed1) this_task::yield();
+    if (c2.ok()) {
+      *t2.value_as<int64_t>(y) -= 150;
+      c2 = t2.commit();
+    }
+    ++done;
+    EXPECT_TRUE(t2.flush().ok());
+  });
+  pool.run();
+  SetFaultPointHook("dtx.commit.validated", nullptr);
   EXPECT_FALSE(c1.ok() && c2.ok()) << "both transactions of a write skew committed";
-  EXPECT_TRUE(c1.ok() || c2.ok()) << "neither committed";
-  ASSERT_TRUE(t1.flush().ok());
-  ASSERT_TRUE(t2.flush().ok());
+  Transaction tx(*db_);
+  EXPECT_GE(Balance(tx, 30) + Balance(tx, 31), 2 * kInitialBalance - 150);
 }
 
 TEST_F(DtxTest, AReadValidatesAgainstAWriteThatCommittedAfterIt) {

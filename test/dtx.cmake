@@ -2,6 +2,7 @@
 add_executable(dtx_unit_tests
   unit/dtx_history_test.cc
   unit/dtx_layout_test.cc
+  unit/dtx_recovery_test.cc
   unit/dtx_transaction_test.cc)
 target_link_libraries(dtx_unit_tests PRIVATE smart_dtx GTest::gtest GTest::gtest_main)
 target_include_directories(dtx_unit_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit)

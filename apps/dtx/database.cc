@@ -53,6 +53,7 @@ void DtxStats::add(const DtxStats& o) {
   torn_reads += o.torn_reads;
   invisible_waits += o.invisible_waits;
   cache_misses += o.cache_misses;
+  recoveries += o.recoveries;
 }
 
 Database::Database(Initiator& initiator, int blades, DatabaseOptions options)
@@ -238,7 +239,10 @@ uint64_t Database::build_blade(node_t blade, RootClaim& claim) {
 
 void Database::attach_logs() {
   const std::string& name = options_.name;
-  const uint64_t bytes = LogSlotOffset(options_.tasks + 1, options_.threads, 0);
+  // Rows for thread ids 0 .. threads+1: a bench's workers, and the main
+  // thread and one more that the framework may have numbered first.
+  const int rows = options_.threads + 2;
+  const uint64_t bytes = LogSlotOffset(options_.tasks + 1, rows, 0);
   char* buffer = static_cast<char*>(initiator_.alloc_cache(kBufferBytes));
   if (buffer == nullptr) throw Error("dtx/" + name + ": the initiator cache is exhausted; raise initiator_cache_size");
   for (int b = 0; b < blades_; ++b) {
@@ -247,7 +251,7 @@ void Database::attach_logs() {
     Status s = initiator_.alloc_memory(blade, bytes, &area);
     if (!s.ok()) Fail(name, "allocating " + std::to_string(bytes >> 10) + " KiB of undo log", blade, s);
     WriteOut(initiator_, buffer, nullptr, bytes, area, nullptr, name, "the undo log");
-    uint64_t header[3] = {kLogAreaMagic, static_cast<uint64_t>(options_.threads),
+    uint64_t header[3] = {kLogAreaMagic, static_cast<uint64_t>(rows),
                           static_cast<uint64_t>(options_.tasks + 1)};
     memcpy(buffer, header, sizeof(header));
     s = initiator_.write(buffer, area, sizeof(header), Option::kSync);

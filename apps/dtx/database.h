@@ -25,7 +25,7 @@ struct DatabaseOptions {
   std::string name;                ///< "smallbank": named root "dtx/smallbank"
   std::vector<TableSpec> tables;   ///< at most kMaxTables
   int backup_degree = 1;           ///< backups per table, below the blade count
-  int threads = 1;                 ///< client threads (log slots)
+  int threads = 1;                 ///< client threads: log slots for thread ids below threads + 2
   int tasks = 1;                   ///< tasks per thread (log slots), task ids 1..tasks
   LeaseOptions lease;              ///< record locks and the build claim
   /// Emits every row of every table, the same rows in the same order on
@@ -45,6 +45,7 @@ struct DtxStats {
   uint64_t torn_reads = 0;         ///< slots re-read after a CRC mismatch
   uint64_t invisible_waits = 0;    ///< re-reads of a record being committed
   uint64_t cache_misses = 0;       ///< address-cache misses (bucket reads)
+  uint64_t recoveries = 0;         ///< dead owners' transactions recovered
   void add(const DtxStats& o);
 };
 
@@ -74,10 +75,13 @@ class Database {
   /// Sum of every thread's counters.
   DtxStats stats() const;
 
+  struct ThreadState;
+  /// The calling thread's state (address cache, counters, buffers).
+  ThreadState& thread_state_for_recovery() { return thread_state(); }
+
  private:
   friend class Transaction;
   friend void BuildImages(Database& db);
-  struct ThreadState;
   ThreadState& thread_state();
   void open_blade(node_t blade, std::vector<CatalogBlock>* blocks);
   uint64_t build_blade(node_t blade, RootClaim& claim);

@@ -27,6 +27,10 @@ struct Database::ThreadState {
   std::unordered_map<CacheKey, Locator, CacheKeyHash> cache;
   DtxStats stats;
   uint32_t next_tx = 0;
+  // Registered buffers of recoveries run by this thread (recovery.cc).
+  char* recovery_log = nullptr;
+  char* recovery_slot = nullptr;
+  uint64_t* recovery_word = nullptr;
 };
 
 /// Fills db.images_ with every table's built image: populate() rows placed in

@@ -7,6 +7,9 @@
 #include <cstring>
 
 #include "db_internal.h"
+#include "tx_internal.h"
+#include "recovery.h"
+#include "smart/logging.h"
 #include "smart/fault_injection.h"
 #include "smart/initiator.h"
 #include "smart/remote_lock.h"
@@ -15,56 +18,9 @@
 
 namespace smart::dtx {
 
-namespace {
-
-enum Kind { kRead = 0, kWrite = 1, kInsert = 2, kDelete = 3 };
-// Where an item is in its fetch.
-enum Step {
-  kStart,      // nothing issued yet
-  kNodeRead,   // a bucket or overflow node was read into `buffer`
-  kSlotRead,   // the slot was read into `image` (read items)
-  kLockRead,   // lock CAS into word[0] and the slot into `image`
-  kHeldRead,   // the slot re-read into `image` while holding its lock
-  kDone,
-};
-
-constexpr int kMaxItems = 32;
-// Re-reads of one item (torn slots, records being committed, stale cache
-// entries) before the transaction gives up with an error.
-constexpr int kMaxRefetches = 100000;
-constexpr int kMaxChainNodes = 64;
-
-std::string Name(uint16_t table, uint64_t key) {
-  return "table " + std::to_string(table) + " key " + std::to_string(key);
-}
-
-}  // namespace
-
-struct Transaction::Item {
-  uint16_t table = 0;
-  uint64_t key = 0;
-  int kind = kRead;
-  const TableInfo* info = nullptr;
-  Step step = kStart;
-  bool located = false;
-  Locator at;
-  uint64_t node = 0;          // node being read (kNodeRead)
-  uint64_t chain[kMaxChainNodes];
-  int chain_length = 0;
-  bool locked = false;        // this transaction holds the primary's lock
-  uint64_t lock_word = 0;     // the word it holds it with
-  bool exists = false;        // insert: the key was already there
-  bool free_when_read = true; // read: no lock was on the record when read
-  uint64_t read_version = 0;
-  int refetches = 0;
-  uint64_t invisible_since = 0;
-  // Registered buffers.
-  char* buffer = nullptr;     // a node
-  char* image = nullptr;      // a slot: read, then the primary's new image
-  char* backup = nullptr;     // the backups' new image
-  uint64_t* word = nullptr;   // 2 words: CAS result; (lock, version) at validation
-  uint64_t* release = nullptr;  // 1 word: a release CAS's result
-  char* before = nullptr;     // the slot before the transaction (undo)
+struct Transaction::Watch {
+  std::unique_ptr<LeaseWatch> lease;
+  int scratch = 0;
 };
 
 Transaction::Transaction(Database& db) : db_(db) {
@@ -72,7 +28,9 @@ Transaction::Transaction(Database& db) : db_(db) {
   stats_ = &ts.stats;
   Initiator& in = db_.initiator();
   log_buffer_ = static_cast<char*>(in.alloc_cache(kLogSlotBytes));
-  if (log_buffer_ == nullptr) {
+  watch_scratch_ = static_cast<uint64_t*>(in.alloc_cache(kMaxWatches * sizeof(uint64_t)));
+  for (int i = kMaxWatches - 1; i >= 0; --i) free_scratch_.push_back(i);
+  if (log_buffer_ == nullptr || watch_scratch_ == nullptr) {
     throw Error("dtx: the initiator cache is exhausted; raise initiator_cache_size");
   }
   const int thread = ThreadId();
@@ -106,6 +64,7 @@ void Transaction::begin() {
   accesses_.clear();
   active_ = true;
   logged_ = false;
+  locked_at_ns_ = 0;
   ++tx_id_;
   lease_ = (lease_ + 1) & static_cast<uint32_t>(kLockLeaseMask);
 }
@@ -202,247 +161,62 @@ Status Transaction::wait() {
   return db_.initiator().sync();
 }
 
-Status Transaction::execute() {
-  if (!active_) return Status::InvalidArgument("dtx: execute() outside a transaction");
-  for (;;) {
-    bool issued = false;
-    for (Item* it : items_) {
-      if (it->step == kDone) continue;
-      issued = true;
-      const TableInfo& t = *it->info;
-      Status s;
-      if (it->step == kStart && !it->located) {
-        it->node = BucketOf(it->key, it->table, t.spec.buckets);
-        it->chain_length = 0;
-        ++stats_->cache_misses;
-        s = issue_read(it->buffer, NodeAddress(t, 0, it->node), t.node_bytes());
-        it->step = kNodeRead;
-      } else if (it->step == kNodeRead) {
-        s = issue_read(it->buffer, NodeAddress(t, 0, it->node), t.node_bytes());
-      } else if (it->step == kStart && it->kind == kRead) {
-        s = issue_read(it->image, SlotAddress(t, 0, it->at), t.slot_bytes());
-        it->step = kSlotRead;
-      } else if (it->step == kSlotRead || it->step == kHeldRead) {
-        s = issue_read(it->image, SlotAddress(t, 0, it->at), t.slot_bytes());
-      } else {  // kStart of a located write, or kLockRead of any: lock and read
-        const GlobalAddress slot = SlotAddress(t, 0, it->at);
-        it->lock_word = lock_word(slot.node);
-        s = issue_cas(it->word, slot, 0, it->lock_word);
-        if (s.ok()) s = issue_read(it->image, slot, t.slot_bytes());
-        it->step = kLockRead;
-      }
-      if (!s.ok()) return abort_with(s);
+// `lock` (another's) blocks the record at `slot`. Watches its holder; once
+// the holder's session is gone or its word stood still for a lease, recovers
+// its transaction (recovery.h) and sets *recovered.
+Status Transaction::suspect(GlobalAddress slot, uint64_t lock, bool* recovered) {
+  *recovered = false;
+  const uint64_t owner = lock & ~kInvisible;
+  if (!IsHeldLockWord(owner)) return Status::OK();  // not an owner: nothing to recover from
+  const node_t node = static_cast<node_t>(slot.node);
+  auto key = std::make_pair(node, owner);
+  auto found = watches_.find(key);
+  if (found == watches_.end()) {
+    if (free_scratch_.empty()) {
+      for (auto& [k, w] : watches_) free_scratch_.push_back(w->scratch);
+      watches_.clear();
     }
-    if (!issued) break;
-    Status s = wait();
-    if (!s.ok()) return abort_with(s);
-    // Every lock this round took is ours before any item can fail the
-    // transaction, so that the abort releases all of them.
-    for (Item* it : items_) {
-      if (it->step == kLockRead && it->word[0] == 0) it->locked = true;
-    }
-    for (Item* it : items_) {
-      if (it->step == kDone) continue;
-      s = finish_fetch(*it);
-      if (!s.ok()) return abort_with(s);
-    }
+    auto w = std::make_unique<Watch>();
+    w->scratch = free_scratch_.back();
+    free_scratch_.pop_back();
+    w->lease = std::make_unique<LeaseWatch>(db_.initiator(), node, &watch_scratch_[w->scratch], db_.options().lease);
+    found = watches_.emplace(key, std::move(w)).first;
   }
-  return write_undo();
+  bool dead = false;
+  Status s = found->second->lease->observe(owner, &dead);
+  if (!s.ok()) return s;
+  if (!dead) return Status::OK();
+  const bool by_session = found->second->lease->by_session();
+  free_scratch_.push_back(found->second->scratch);
+  watches_.erase(found);
+  RecoveryReport report;
+  s = RecoverLock(db_, slot, lock, &report);
+  if (!s.ok()) return s;
+  ++stats_->recoveries;
+  LogPrintf(LogLevel::kWarn, "dtx/%s: %s %s; recovered its transaction: %s", db_.options().name.c_str(),
+            DescribeLockWord(owner).c_str(), by_session ? "left (its session ended)" : "stood still for a lease",
+            DescribeRecovery(report).c_str());
+  *recovered = true;
+  return Status::OK();
 }
 
-// Handles what one round fetched for `it`; sets it->step for the next round.
-Status Transaction::finish_fetch(Item& it) {
-  const TableInfo& t = *it.info;
-  const size_t vb = t.spec.value_bytes;
-  auto refetch = [&](const char* why) -> Status {
-    if (++it.refetches > kMaxRefetches) {
-      return Status::TimedOut("dtx: " + Name(it.table, it.key) + ": gave up after " + std::to_string(kMaxRefetches) +
-                              " re-reads (" + why + ")");
-    }
-    return Status::OK();
-  };
-  Database::ThreadState& ts = db_.thread_state();
-  switch (it.step) {
-    case kNodeRead: {
-      if (it.chain_length < kMaxChainNodes) it.chain[it.chain_length++] = it.node;
-      int free_slot = -1;
-      bool torn = false;
-      for (int i = 0; i < kSlotsPerNode; ++i) {
-        const char* slot = it.buffer + i * t.slot_bytes();
-        Record r;
-        if (!DecodeSlot(slot, vb, &r)) {
-          torn = true;
-          break;
-        }
-        if (r.valid && r.key == it.key && r.table == it.table) {
-          it.located = true;
-          it.at = Locator{it.table, static_cast<uint16_t>(i), it.node};
-          if (ts.cache.size() >= kAddressCacheEntries) ts.cache.clear();
-          ts.cache[CacheKey{it.table, it.key}] = it.at;
-          if (it.kind == kRead || it.kind == kInsert) {
-            // The node read holds the record: use it as the slot read.
-            memcpy(it.image, slot, t.slot_bytes());
-            it.step = kSlotRead;
-            if (it.kind == kInsert) it.exists = true;
-            return finish_fetch(it);
-          }
-          it.step = kLockRead;  // next round: lock it and read it
-          return Status::OK();
-        }
-        if (!r.valid && free_slot < 0) free_slot = i;
-      }
-      if (torn) {
-        ++stats_->torn_reads;
-        it.chain_length--;
-        return refetch("a bucket node that never reads whole");
-      }
-      const uint64_t link = NodeLink(it.buffer, vb);
-      if (it.kind == kInsert && free_slot >= 0 && it.at.table == 0) {
-        // The chain's first free slot; the key may still be further on.
-        it.at = Locator{it.table, static_cast<uint16_t>(free_slot), it.node};
-        it.word[1] = SlotLock(it.buffer + free_slot * t.slot_bytes());
-      }
-      if (link != 0) {
-        if (link - 1 >= t.spec.overflow_nodes || it.chain_length >= kMaxChainNodes) {
-          return Status::Internal("dtx: " + Name(it.table, it.key) + ": bucket node " + std::to_string(it.node) +
-                                  " links to node " + std::to_string(link - 1) + " of " +
-                                  std::to_string(t.spec.overflow_nodes) + " overflow nodes (a corrupt chain)");
-        }
-        it.node = t.spec.buckets + (link - 1);
-        return Status::OK();
-      }
-      if (it.kind != kInsert) {
-        ts.cache.erase(CacheKey{it.table, it.key});
-        return Status::NotFound("dtx: " + Name(it.table, it.key) + " does not exist");
-      }
-      if (it.at.table == 0) {
-        // The chain is full: link a spare node to its end, then read the end
-        // again (another insert may have linked one first).
-        Status s = grow_chain(it);
-        if (!s.ok()) return s;
-        return refetch("a bucket chain that keeps filling up");
-      }
-      if (it.word[1] != 0) {
-        // The first free slot is locked: another insert into this chain is in
-        // flight (or a delete is committing); inserts take the first free slot
-        // one at a time.
-        return Status::Retry("dtx: " + Name(it.table, it.key) + ": another insert holds the free slot");
-      }
-      it.step = kLockRead;
-      return Status::OK();
-    }
-    case kSlotRead: {
-      Record r;
-      if (!DecodeSlot(it.image, vb, &r)) {
-        ++stats_->torn_reads;
-        it.step = kSlotRead;
-        return refetch("a slot that never reads whole");
-      }
-      if (!r.valid || r.key != it.key || r.table != it.table) {
-        // The cached slot was deleted or reused: look in the bucket again.
-        ts.cache.erase(CacheKey{it.table, it.key});
-        it.located = false;
-        it.at = Locator();
-        it.step = kStart;
-        return refetch("a cached slot that keeps changing");
-      }
-      if ((r.lock & kInvisible) != 0) {
-        // Being committed by another transaction: its new value is landing.
-        ++stats_->invisible_waits;
-        if (it.invisible_since == 0) it.invisible_since = MonotonicNs();
-        if (MonotonicNs() - it.invisible_since > db_.options().lease.lease_ns) {
-          return Status::TimedOut("dtx: " + Name(it.table, it.key) + " stays being committed (lock " +
-                                  DescribeRecordLock(r.lock) + ") for longer than a lease");
-        }
-        this_task::yield();
-        it.step = kSlotRead;
-        return refetch("a record that stays being committed");
-      }
-      it.free_when_read = r.lock == 0;
-      it.read_version = r.version;
-      it.step = kDone;
-      return Status::OK();
-    }
-    case kLockRead:
-    case kHeldRead: {
-      if (it.step == kLockRead && it.word[0] != 0) {
-        return Status::Retry("dtx: " + Name(it.table, it.key) + " is locked (" + DescribeRecordLock(it.word[0]) +
-                             ")");
-      }
-      it.locked = true;
-      Record r;
-      if (!DecodeSlot(it.image, vb, &r)) {
-        ++stats_->torn_reads;
-        it.step = kHeldRead;
-        return refetch("a locked slot that never reads whole");
-      }
-      const bool mine = it.kind == kInsert ? !r.valid : (r.valid && r.key == it.key && r.table == it.table);
-      if (!mine) {
-        // The slot changed between the bucket read (or the cache entry) and
-        // the lock: let it go and look again.
-        ++stats_->rdma_ops;
-        const GlobalAddress slot = SlotAddress(t, 0, it.at);
-        Status s = db_.initiator().compare_and_swap(it.release, slot, it.lock_word, 0, Option::kPost);
-        it.locked = false;
-        in_flight_ = true;
-        if (!s.ok()) return s;
-        if (it.kind != kInsert) ts.cache.erase(CacheKey{it.table, it.key});
-        it.located = false;
-        it.at = Locator();
-        it.step = kStart;
-        return refetch("a slot that changed under its lock");
-      }
-      memcpy(it.before, it.image, t.slot_bytes());
-      SetSlotLock(it.before, 0);
-      it.read_version = r.version;
-      if (it.kind == kInsert) {
-        memset(it.image + kSlotHeaderBytes, 0, vb);
-      }
-      it.step = kDone;
-      return Status::OK();
-    }
-    default:
-      return Status::Internal("dtx: an item in an unexpected step");
+// A CAS of each held lock onto itself: kLockLost (the locks still ours are
+// released by the abort) when a recoverer took any of them.
+Status Transaction::check_locks_still_held() {
+  for (Item* it : items_) {
+    if (!it->locked) continue;
+    Status s = issue_cas(it->word, SlotAddress(*it->info, 0, it->at), it->lock_word, it->lock_word);
+    if (!s.ok()) return s;
   }
-}
-
-// Takes a spare overflow node (FAA on the table's counter in the primary's
-// catalog) and links it to the end of `it`'s chain: CAS on the primary's
-// link word, then the same link written to the backups. A node whose link
-// CAS lost stays unused.
-Status Transaction::grow_chain(Item& it) {
-  const TableInfo& t = *it.info;
-  uint64_t* word = it.word;
-  Initiator& in = db_.initiator();
-  ++stats_->rdma_ops;
-  Status s = in.fetch_and_add(word, t.overflow_counter, 1, Option::kSync);
-  ++stats_->round_trips;
+  Status s = wait();
   if (!s.ok()) return s;
-  const uint64_t spare = word[0];
-  if (spare >= t.spec.overflow_nodes) {
-    return Status::OutOfMemory("dtx: " + Name(it.table, it.key) + ": table " + std::to_string(it.table) +
-                               " has used all its " + std::to_string(t.spec.overflow_nodes) +
-                               " overflow nodes; give it more buckets or overflow nodes");
+  std::string lost;
+  for (Item* it : items_) {
+    if (!it->locked || it->word[0] == it->lock_word) continue;
+    it->locked = false;
+    if (lost.empty()) lost = Name(it->table, it->key) + " is now " + DescribeRecordLock(it->word[0]);
   }
-  const uint64_t link_at = kSlotsPerNode * t.slot_bytes();
-  ++stats_->rdma_ops;
-  s = in.compare_and_swap(word, NodeAddress(t, 0, it.node) + link_at, 0, spare + 1, Option::kSync);
-  ++stats_->round_trips;
-  if (!s.ok()) return s;
-  if (word[0] == 0) {
-    word[1] = spare + 1;
-    for (size_t r = 1; r < t.replicas.size(); ++r) {
-      s = issue_write(&word[1], NodeAddress(t, r, it.node) + link_at, sizeof(uint64_t));
-      if (!s.ok()) return s;
-    }
-    if (t.replicas.size() > 1) {
-      s = wait();
-      if (!s.ok()) return s;
-    }
-  }
-  // Read the chain's last node again; the walk goes on from there.
-  it.chain_length--;
-  it.step = kNodeRead;
+  if (!lost.empty()) return Status::LockLost("dtx: this transaction's locks were taken over: " + lost);
   return Status::OK();
 }
 
@@ -455,7 +229,7 @@ Status Transaction::write_undo() {
   std::vector<node_t> blades;
   for (Item* it : items_) {
     if (it->kind == kRead || it->exists || !it->locked) continue;
-    record.items.push_back(UndoItem{it->at, std::string(it->before, it->info->slot_bytes())});
+    record.items.push_back(UndoItem{it->at, std::string(it->before, it->info->slot_bytes()), it->lock_word});
     for (node_t b : it->info->replicas) {
       if (std::find(blades.begin(), blades.end(), b) == blades.end()) blades.push_back(b);
     }
@@ -492,17 +266,17 @@ Status Transaction::validate(bool* needed) {
   // A lone read of a record no one held needs no second look: it read a
   // committed value at one instant.
   if (!writes && reads == 1 && items_.size() == 1 && items_[0]->free_when_read) return Status::OK();
-  int longest_chain = 0;
   for (Item* it : items_) {
     if (it->kind == kRead || it->exists) {
       Status s = issue_read(it->word, SlotAddress(*it->info, 0, it->at), 2 * sizeof(uint64_t));
       if (!s.ok()) return s;
       *needed = true;
-    } else if (it->kind == kInsert) {
-      longest_chain = std::max(longest_chain, it->chain_length);
     }
   }
-  for (int c = 0; c < std::max(longest_chain, 1); ++c) {
+  // Inserts read their chain again node by node, following links that
+  // appeared since execution (another insert may have grown the chain and
+  // put the same key in the new node).
+  for (int c = 0;; ++c) {
     bool issued = c == 0 && *needed;
     for (Item* it : items_) {
       if (it->kind != kInsert || it->exists || c >= it->chain_length) continue;
@@ -525,11 +299,22 @@ Status Transaction::validate(bool* needed) {
         bool ours = false;
         for (Item* other : items_) ours = ours || (other->locked && (lock & ~kInvisible) == other->lock_word);
         if (lock != 0 && !ours) {
+          bool recovered = false;
+          Status s = suspect(SlotAddress(*it->info, 0, it->at), lock, &recovered);
+          if (!s.ok()) return s;
           return Status::Retry("dtx: " + Name(it->table, it->key) + " is " + DescribeRecordLock(lock));
         }
       }
       if (it->kind != kInsert || it->exists || c >= it->chain_length) continue;
       const TableInfo& t = *it->info;
+      const uint64_t link = NodeLink(it->buffer, t.spec.value_bytes);
+      if (c == it->chain_length - 1 && link != 0) {
+        if (link - 1 >= t.spec.overflow_nodes || it->chain_length >= kMaxChainNodes) {
+          return Status::Internal("dtx: " + Name(it->table, it->key) + ": a bucket chain that links to node " +
+                                  std::to_string(link - 1) + " (a corrupt or endless chain)");
+        }
+        it->chain[it->chain_length++] = t.spec.buckets + (link - 1);
+      }
       for (int i = 0; i < kSlotsPerNode; ++i) {
         if (it->chain[c] == it->at.node && i == it->at.slot) continue;
         Record r;
@@ -559,6 +344,13 @@ Status Transaction::commit() {
   }
   if (!writes.empty()) {
     FaultPoint("dtx.commit.validated");
+    if (locked_at_ns_ != 0 && MonotonicNs() - locked_at_ns_ > db_.options().lease.lease_ns / 4) {
+      // Held long enough that a waiter may have taken this transaction for
+      // dead and recovered it: make sure every lock is still ours before
+      // writing anything in place.
+      s = check_locks_still_held();
+      if (!s.ok()) return abort_with(s);
+    }
     if (in_flight_) {
       // The undo record must be on every blade before any record changes.
       s = wait();
@@ -571,18 +363,20 @@ Status Transaction::commit() {
                  it->kind != kDelete, it->image + kSlotHeaderBytes);
       memcpy(it->backup, it->image, t.slot_bytes());
       SetSlotLock(it->backup, 0);
-      for (size_t r = 0; r < t.replicas.size(); ++r) {
+      for (size_t r = 0; r < t.replicas.size() && s.ok(); ++r) {
+        FaultPoint("dtx.commit.write");
         s = issue_write(r == 0 ? it->image : it->backup, SlotAddress(t, r, it->at), t.slot_bytes());
-        if (!s.ok()) return abort_with(s);
       }
+      if (!s.ok()) break;
     }
-    s = wait();
+    if (s.ok()) s = wait();
     if (!s.ok()) {
       // Some replicas may hold the new images: the records stay locked and
       // committing, for recovery to roll back or forward from the undo log.
       for (Item* it : writes) it->locked = false;
       return abort_with(s);
     }
+    FaultPoint("dtx.commit.release");
     Database::ThreadState& ts = db_.thread_state();
     for (Item* it : writes) {
       ++stats_->rdma_ops;
@@ -644,7 +438,7 @@ void Transaction::release_locks() {
 
 Status Transaction::abort_with(Status why) {
   release_locks();
-  if (why.code() == Status::Code::kRetry) {
+  if (why.code() == Status::Code::kRetry || why.code() == Status::Code::kLockLost) {
     ++stats_->aborted_conflict;
   } else if (why.code() == Status::Code::kNotFound) {
     ++stats_->aborted_logical;

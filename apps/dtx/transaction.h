@@ -32,11 +32,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "catalog.h"
 #include "database.h"
+#include "smart/remote_lock.h"
 #include "smart/status.h"
 
 namespace smart::dtx {
@@ -109,6 +112,8 @@ class Transaction {
   Status finish_fetch(Item& it);
   Status validate(bool* needed);
   Status grow_chain(Item& it);
+  Status suspect(GlobalAddress slot, uint64_t lock, bool* recovered);
+  Status check_locks_still_held();
   Status write_undo();
   Status abort_with(Status why);
   void release_locks();
@@ -132,6 +137,12 @@ class Transaction {
   bool active_ = false;
   bool logged_ = false;
   bool in_flight_ = false;  // posted work requests no wait covered yet
+  uint64_t locked_at_ns_ = 0;  // when this transaction took its first lock
+  // Holders this task waits for, judged by their lease (LeaseWatch).
+  struct Watch;
+  std::map<std::pair<node_t, uint64_t>, std::unique_ptr<Watch>> watches_;
+  uint64_t* watch_scratch_ = nullptr;  // kMaxWatches registered words
+  std::vector<int> free_scratch_;
 };
 
 }  // namespace smart::dtx

@@ -142,6 +142,7 @@ TxRunResult RunTransactions(Database& db, const TxDriverOptions& o, const TxBody
   r.stats.torn_reads = after.torn_reads - before.torn_reads;
   r.stats.invisible_waits = after.invisible_waits - before.invisible_waits;
   r.stats.cache_misses = after.cache_misses - before.cache_misses;
+  r.stats.recoveries = after.recoveries - before.recoveries;
   return r;
 }
 

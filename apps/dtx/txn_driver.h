@@ -20,7 +20,8 @@ enum class TxOutcome { kCommitted, kLogicalAbort, kConflict, kError };
 /// Maps a Status from execute() or commit() to an outcome.
 inline TxOutcome OutcomeOf(const Status& s) {
   if (s.ok()) return TxOutcome::kCommitted;
-  if (s.code() == Status::Code::kRetry) return TxOutcome::kConflict;
+  // A conflict, or locks taken over from a holder judged dead (this one).
+  if (s.code() == Status::Code::kRetry || s.code() == Status::Code::kLockLost) return TxOutcome::kConflict;
   if (s.code() == Status::Code::kNotFound) return TxOutcome::kLogicalAbort;
   return TxOutcome::kError;
 }

@@ -43,6 +43,7 @@ size_t EncodeUndo(const UndoRecord& r, char* out) {
     Store<uint16_t>(p + 2, i.at.slot);
     Store<uint32_t>(p + 4, 0);
     Store<uint64_t>(p + 8, i.at.node);
+    Store<uint64_t>(p + 16, i.lock);
     memcpy(p + kUndoItemHeaderBytes, i.before.data(), i.before.size());
     p += kUndoItemHeaderBytes + i.before.size();
   }
@@ -79,6 +80,7 @@ std::string DecodeUndo(const char* in, size_t length, size_t (*slot_bytes_of)(co
     item.at.table = Load<uint16_t>(in + at);
     item.at.slot = Load<uint16_t>(in + at + 2);
     item.at.node = Load<uint64_t>(in + at + 8);
+    item.lock = Load<uint64_t>(in + at + 16);
     const size_t bytes = slot_bytes_of(context, item.at.table);
     if (bytes == 0) return "item " + std::to_string(i) + " names table " + std::to_string(item.at.table);
     if (item.at.slot >= kSlotsPerNode) return "item " + std::to_string(i) + " names slot " + std::to_string(item.at.slot);

@@ -15,8 +15,9 @@
 //   8   tx_id u64
 //   16  crc u32 (CRC-32C of the whole record, this field read as 0),
 //       length u32 (whole record)
-//   24  items: table u16, slot u16, reserved u32, node u64, then the slot's
-//       image before the transaction (SlotBytes of the table's value width)
+//   24  items: table u16, slot u16, reserved u32, node u64, lock u64 (the
+//       word the transaction holds the record's primary lock with), then the
+//       slot's image before the transaction (SlotBytes of its table)
 #pragma once
 
 #include <cstddef>
@@ -33,13 +34,14 @@ constexpr uint64_t kLogAreaMagic = 0x3130474f4c585444ull;  // "DTXLOG01"
 constexpr size_t kLogAreaHeaderBytes = 64;
 constexpr size_t kLogSlotBytes = 4096;
 constexpr size_t kUndoHeaderBytes = 24;
-constexpr size_t kUndoItemHeaderBytes = 16;
+constexpr size_t kUndoItemHeaderBytes = 24;
 constexpr size_t kLogDirectoryBytes = 8 * kMaxSessions;
 
 /// One record's image before the transaction.
 struct UndoItem {
   Locator at;
-  std::string before;  ///< the whole slot, SlotBytes(value width)
+  std::string before;  ///< the whole slot, SlotBytes(value width), lock 0
+  uint64_t lock = 0;   ///< the lock word held on the primary
 };
 
 struct UndoRecord {

@@ -1,0 +1,213 @@
+// Recovery of a dead client's transaction (recovery.h, DESIGN.md).
+#include "recovery.h"
+
+#include <cstring>
+#include <vector>
+
+#include "db_internal.h"
+#include "smart/remote_lock.h"
+#include "undo_log.h"
+
+namespace smart::dtx {
+
+namespace {
+
+// A recoverer's registered buffers, one set per thread of a database.
+struct Buffers {
+  char* log = nullptr;         // kLogSlotBytes
+  char* slot = nullptr;        // a slot (the widest of the database)
+  uint64_t* word = nullptr;    // 2 words
+};
+
+Buffers& ThreadBuffers(Database& db) {
+  Database::ThreadState& ts = db.thread_state_for_recovery();
+  if (ts.recovery_log == nullptr) {
+    size_t slot = 0;
+    for (const TableInfo& t : db.tables()) slot = std::max(slot, t.slot_bytes());
+    ts.recovery_log = static_cast<char*>(db.initiator().alloc_cache(kLogSlotBytes));
+    ts.recovery_slot = static_cast<char*>(db.initiator().alloc_cache(slot));
+    ts.recovery_word = static_cast<uint64_t*>(db.initiator().alloc_cache(2 * sizeof(uint64_t)));
+    if (!ts.recovery_log || !ts.recovery_slot || !ts.recovery_word) {
+      throw Error("dtx: the initiator cache is exhausted; raise initiator_cache_size");
+    }
+  }
+  static thread_local Buffers b;
+  b.log = ts.recovery_log;
+  b.slot = ts.recovery_slot;
+  b.word = ts.recovery_word;
+  return b;
+}
+
+size_t SlotBytesOf(const void* db, uint16_t table) {
+  const TableInfo* t = static_cast<const Database*>(db)->table(table);
+  return t == nullptr ? 0 : t->slot_bytes();
+}
+
+// CAS of a lock word from `expected` to 0; *released when it was.
+Status Release(Initiator& in, uint64_t* word, GlobalAddress slot, uint64_t expected, bool* released) {
+  Status s = in.compare_and_swap(word, slot, expected, 0, Option::kSync);
+  *released = s.ok() && word[0] == expected;
+  return s;
+}
+
+}  // namespace
+
+Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, RecoveryReport* report) {
+  *report = RecoveryReport();
+  Initiator& in = db.initiator();
+  Buffers& b = ThreadBuffers(db);
+  const uint64_t owner = found_lock & ~kInvisible;
+  if (!IsHeldLockWord(owner)) {
+    return Status::Internal("dtx: recovery of a lock word that names no owner (" + DescribeRecordLock(found_lock) + ")");
+  }
+  const LockOwner o = DecodeLockWord(owner);
+  const node_t blade = static_cast<node_t>(found.node);
+
+  // The owner's undo record, through the blade's log directory.
+  UndoRecord undo;
+  bool have_undo = false;
+  Status s = in.read(b.word, db.log_directory(blade) + 8 * uint64_t{o.session.slot}, sizeof(uint64_t), Option::kSync);
+  if (!s.ok()) return s;
+  const uint64_t entry = b.word[0];
+  if (entry != 0 && LogDirectoryIncarnation(entry) == o.session.incarnation) {
+    const GlobalAddress area(blade, LogDirectoryOffset(entry));
+    s = in.read(b.log, area, kLogAreaHeaderBytes, Option::kSync);
+    if (!s.ok()) return s;
+    uint64_t header[3];
+    memcpy(header, b.log, sizeof(header));
+    if (header[0] == kLogAreaMagic && o.thread < header[1] && o.task < header[2]) {
+      s = in.read(b.log, area + LogSlotOffset(static_cast<int>(header[2]), o.thread, o.task), kLogSlotBytes,
+                  Option::kSync);
+      if (!s.ok()) return s;
+      have_undo = DecodeUndo(b.log, kLogSlotBytes, SlotBytesOf, &db, &undo).empty();
+    }
+  }
+  if (have_undo) {
+    have_undo = false;
+    for (const UndoItem& i : undo.items) have_undo = have_undo || i.lock == owner;
+  }
+  report->found_undo = have_undo;
+  if (!have_undo) {
+    // Locked before the owner's undo record was written (nothing changed in
+    // place), or left by a commit that had completed (the record is new on
+    // every replica): either way, only the lock remains.
+    bool released = false;
+    s = Release(in, b.word, found, found_lock, &released);
+    report->released += released;
+    return s;
+  }
+
+  // Which of the transaction's records the owner still holds, and whether
+  // every replica of each already holds the new version.
+  struct Held {
+    const UndoItem* item;
+    const TableInfo* table;
+    uint64_t lock;  // as found on the primary
+  };
+  std::vector<Held> held;
+  bool forward = true;
+  for (const UndoItem& i : undo.items) {
+    const TableInfo* t = db.table(i.at.table);
+    if (t == nullptr || i.at.node >= t->total_nodes()) {
+      return Status::Internal("dtx: an undo record of " + DescribeLockWord(owner) + " names a slot outside its table");
+    }
+    Record before;
+    if (!DecodeSlot(i.before.data(), t->spec.value_bytes, &before)) {
+      return Status::Internal("dtx: an undo image of " + DescribeLockWord(owner) + " does not decode");
+    }
+    s = in.read(b.slot, SlotAddress(*t, 0, i.at), t->slot_bytes(), Option::kSync);
+    if (!s.ok()) return s;
+    const uint64_t lock = SlotLock(b.slot);
+    if ((lock & ~kInvisible) != i.lock) continue;  // released already: not this recovery's
+    held.push_back(Held{&i, t, lock});
+    for (size_t r = 0; r < t->replicas.size() && forward; ++r) {
+      if (r > 0) {
+        s = in.read(b.slot, SlotAddress(*t, r, i.at), t->slot_bytes(), Option::kSync);
+        if (!s.ok()) return s;
+      }
+      Record now;
+      forward = DecodeSlot(b.slot, t->spec.value_bytes, &now) && now.version == before.version + 1;
+    }
+  }
+  report->rolled_forward = forward && !held.empty();
+  report->rolled_back = !forward;
+  for (const Held& h : held) {
+    const TableInfo& t = *h.table;
+    if (!forward) {
+      // Every replica gets the image from before with version + 2 (never the
+      // old version: a reader that saw the new one must fail validation),
+      // the primary keeping the lock until the release below.
+      Record before;
+      DecodeSlot(h.item->before.data(), t.spec.value_bytes, &before);
+      for (size_t r = 0; r < t.replicas.size(); ++r) {
+        EncodeSlot(b.slot, t.spec.value_bytes, r == 0 ? h.lock : 0, before.version + 2, before.key, before.table,
+                   before.valid, before.value);
+        s = in.write(b.slot, SlotAddress(t, r, h.item->at), t.slot_bytes(), Option::kSync);
+        if (!s.ok()) return s;
+        ++report->restored;
+      }
+    }
+    bool released = false;
+    s = Release(in, b.word, SlotAddress(t, 0, h.item->at), h.lock, &released);
+    if (!s.ok()) return s;
+    report->released += released;
+  }
+  // The lock found may belong to a later transaction of the owner than the
+  // undo record (locked before its own record was written).
+  bool released = false;
+  s = Release(in, b.word, found, found_lock, &released);
+  report->released += released;
+  return s;
+}
+
+Status SweepDeadLocks(Database& db, int* recovered) {
+  *recovered = 0;
+  Initiator& in = db.initiator();
+  Buffers& b = ThreadBuffers(db);
+  LeaseOptions session_only = db.options().lease;
+  for (const TableInfo& t : db.tables()) {
+    const bool whole_nodes = t.node_bytes() <= kLogSlotBytes;
+    for (uint64_t n = 0; n < t.total_nodes(); ++n) {
+      if (whole_nodes) {
+        Status s = in.read(b.log, NodeAddress(t, 0, n), t.node_bytes(), Option::kSync);
+        if (!s.ok()) return s;
+      }
+      for (int i = 0; i < kSlotsPerNode; ++i) {
+        const Locator at{t.spec.id, static_cast<uint16_t>(i), n};
+        uint64_t lock = 0;
+        if (whole_nodes) {
+          lock = SlotLock(b.log + static_cast<size_t>(i) * t.slot_bytes());
+        } else {
+          Status s = in.read(b.word, SlotAddress(t, 0, at), sizeof(uint64_t), Option::kSync);
+          if (!s.ok()) return s;
+          lock = b.word[0];
+        }
+        if (lock == 0 || !IsHeldLockWord(lock & ~kInvisible)) continue;
+        LeaseWatch watch(in, t.replicas[0], &b.word[1], session_only);
+        bool dead = false;
+        Status s = watch.observe(lock & ~kInvisible, &dead);
+        if (!s.ok()) return s;
+        if (!dead) continue;
+        RecoveryReport report;
+        s = RecoverLock(db, SlotAddress(t, 0, at), lock, &report);
+        // RecoverLock used b.log for the undo record: read the node again.
+        if (whole_nodes) {
+          s = s.ok() ? in.read(b.log, NodeAddress(t, 0, n), t.node_bytes(), Option::kSync) : s;
+        }
+        if (!s.ok()) return s;
+        ++*recovered;
+      }
+    }
+  }
+  return Status::OK();
+}
+
+std::string DescribeRecovery(const RecoveryReport& r) {
+  std::string s = r.rolled_back ? "rolled back (" + std::to_string(r.restored) + " replicas restored)"
+                  : r.rolled_forward ? "rolled forward"
+                  : r.found_undo ? "nothing left to undo"
+                                 : "no undo record for the lock";
+  return s + ", " + std::to_string(r.released) + " lock(s) released";
+}
+
+}  // namespace smart::dtx

@@ -1,0 +1,64 @@
+// What the rooms of the transaction protocol share (transaction.cc,
+// fetch.cc): the kinds and steps of an item, bounds, and the item itself.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "catalog.h"
+#include "transaction.h"
+
+namespace smart::dtx {
+
+enum Kind { kRead = 0, kWrite = 1, kInsert = 2, kDelete = 3 };
+// Where an item is in its fetch.
+enum Step {
+  kStart,      // nothing issued yet
+  kNodeRead,   // a bucket or overflow node was read into `buffer`
+  kSlotRead,   // the slot was read into `image` (read items)
+  kLockRead,   // lock CAS into word[0] and the slot into `image`
+  kHeldRead,   // the slot re-read into `image` while holding its lock
+  kDone,
+};
+
+constexpr int kMaxItems = 32;
+// Re-reads of one item (torn slots, records being committed, stale cache
+// entries) before the transaction gives up with an error.
+constexpr int kMaxRefetches = 100000;
+constexpr int kMaxChainNodes = 64;
+// Lock holders one task watches at once.
+constexpr int kMaxWatches = 32;
+
+inline std::string Name(uint16_t table, uint64_t key) {
+  return "table " + std::to_string(table) + " key " + std::to_string(key);
+}
+
+
+struct Transaction::Item {
+  uint16_t table = 0;
+  uint64_t key = 0;
+  int kind = kRead;
+  const TableInfo* info = nullptr;
+  Step step = kStart;
+  bool located = false;
+  Locator at;
+  uint64_t node = 0;          // node being read (kNodeRead)
+  uint64_t chain[kMaxChainNodes];
+  int chain_length = 0;
+  bool locked = false;        // this transaction holds the primary's lock
+  uint64_t lock_word = 0;     // the word it holds it with
+  bool exists = false;        // insert: the key was already there
+  bool free_when_read = true; // read: no lock was on the record when read
+  uint64_t read_version = 0;
+  int refetches = 0;
+  uint64_t invisible_since = 0;
+  // Registered buffers.
+  char* buffer = nullptr;     // a node
+  char* image = nullptr;      // a slot: read, then the primary's new image
+  char* backup = nullptr;     // the backups' new image
+  uint64_t* word = nullptr;   // 2 words: CAS result; (lock, version) at validation
+  uint64_t* release = nullptr;  // 1 word: a release CAS's result
+  char* before = nullptr;     // the slot before the transaction (undo)
+};
+
+}  // namespace smart::dtx

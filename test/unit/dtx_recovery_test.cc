@@ -1,0 +1,208 @@
+// SMART-DTX: a client that dies (or stops) holding record locks, at each
+// step of a transfer; the survivor's next transfer on the same accounts
+// recovers the dead one's transaction and goes on, and the money, the
+// replicas and the locks come out right.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "dtx_fixture.h"
+#include "recovery.h"
+#include "smart/task.h"
+#include "verify.h"
+
+namespace smart::dtx {
+namespace {
+
+using namespace smart::dtx::testing;
+
+class DtxRecoveryTest : public DtxTest {
+ protected:
+  void TearDown() override {
+    SetFaultPointHook("dtx.commit.write", nullptr);
+    SetFaultPointHook("dtx.commit.release", nullptr);
+    SetFaultPointHook("dtx.commit.validated", nullptr);
+    DtxTest::TearDown();
+  }
+
+  // Runs `fn` as a second client ("the victim") on its own thread, with its
+  // own initiator and database handle; returns when fn returned and the
+  // victim's connections are gone (its sessions end at the blades).
+  void AsVictim(const std::function<void(Initiator&, Database&)>& fn) {
+    std::thread victim([&] {
+      auto in = Connect();
+      auto db = Open(*in);
+      victim_thread_ = std::this_thread::get_id();
+      fn(*in, *db);
+    });
+    victim.join();
+  }
+
+  // Transfers until it commits (conflicts while the dead client's locks
+  // stand); fails the test after `seconds`.
+  void TransferUntilCommitted(uint64_t from, uint64_t to, int64_t amount, double seconds) {
+    Transaction tx(*db_);
+    const uint64_t start = NowNs();
+    Status s;
+    while (NowNs() - start < static_cast<uint64_t>(seconds * 1e9)) {
+      s = Transfer(tx, from, to, amount);
+      if (s.ok()) break;
+      ASSERT_EQ(s.code(), Status::Code::kRetry) << s.ToString();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_TRUE(s.ok()) << "no transfer committed in " << seconds << " s: " << s.ToString();
+    ASSERT_TRUE(tx.flush().ok());
+  }
+
+  void ExpectCleanState() {
+    EXPECT_EQ(CompareReplicas(*db_), "");
+    EXPECT_EQ(FindLeftLocks(*db_), "");
+    Transaction tx(*db_);
+    int64_t total = 0;
+    for (uint64_t k = 0; k < kAccountCount; ++k) total += Balance(tx, k);
+    EXPECT_EQ(total, static_cast<int64_t>(kAccountCount) * kInitialBalance) << "money was made or lost";
+  }
+
+  std::thread::id victim_thread_;
+};
+
+TEST_F(DtxRecoveryTest, AClientThatDiesHoldingLocksIsRolledBackAndItsLocksReleased) {
+  AsVictim([&](Initiator&, Database& db) {
+    Transaction tx(db);
+    tx.begin();
+    const int a = tx.write(kAccounts, 10);
+    const int b = tx.write(kAccounts, 11);
+    ASSERT_TRUE(tx.execute().ok());
+    *tx.value_as<int64_t>(a) -= 400;
+    *tx.value_as<int64_t>(b) += 400;
+    // Dies here: locks held, undo record written, nothing changed in place.
+  });
+  TransferUntilCommitted(10, 11, 7, 10);
+  EXPECT_GE(db_->stats().recoveries, 1u);
+  Transaction tx(*db_);
+  EXPECT_EQ(Balance(tx, 10), kInitialBalance - 7);
+  EXPECT_EQ(Balance(tx, 11), kInitialBalance + 7);
+  ExpectCleanState();
+}
+
+TEST_F(DtxRecoveryTest, ACommitCutBetweenPrimaryAndBackupIsRolledBackOnEveryReplica) {
+  AsVictim([&](Initiator& in, Database& db) {
+    int writes = 0;
+    SetFaultPointHook("dtx.commit.write", [&] {
+      // Writes: first record's primary (blade 0), its backup (blade 1), the
+      // second record's primary... Before the third, the first primary's
+      // write has been posted (the switch to blade 1 posted it) and the
+      // backup's is still queued: losing blade 0 now keeps it from going out.
+      if (std::this_thread::get_id() == victim_thread_ && ++writes == 3) in.disconnect(0);
+    });
+    Transaction tx(db);
+    tx.begin();
+    const int a = tx.write(kAccounts, 20);
+    const int b = tx.write(kAccounts, 21);
+    ASSERT_TRUE(tx.execute().ok());
+    *tx.value_as<int64_t>(a) -= 400;
+    *tx.value_as<int64_t>(b) += 400;
+    EXPECT_FALSE(tx.commit().ok());
+    SetFaultPointHook("dtx.commit.write", nullptr);
+  });
+  // The first record is new on its primary only, and committing.
+  {
+    const TableInfo& t = *db_->table(kAccounts);
+    const std::vector<std::string> r = Replicas(t);
+    int committing = 0, differing = 0;
+    for (uint64_t n = 0; n < t.total_nodes(); ++n) {
+      for (int i = 0; i < kSlotsPerNode; ++i) {
+        const size_t at = n * t.node_bytes() + i * t.slot_bytes();
+        committing += (SlotLock(r[0].data() + at) & kInvisible) != 0;
+        differing += memcmp(r[0].data() + at + 8, r[1].data() + at + 8, t.slot_bytes() - 8) != 0;
+      }
+    }
+    EXPECT_EQ(committing, 1) << "the cut did not leave one record committing";
+    EXPECT_EQ(differing, 1) << "the cut did not leave one record new on its primary only";
+  }
+  // A reader meets the committing record, recovers the dead transaction
+  // (before any other write could hide what the recovery left), and reads.
+  Transaction tx(*db_);
+  EXPECT_EQ(Balance(tx, 20), kInitialBalance) << "the dead transfer was not rolled back";
+  EXPECT_GE(db_->stats().recoveries, 1u);
+  ExpectCleanState();
+  EXPECT_EQ(Balance(tx, 21), kInitialBalance);
+  TransferUntilCommitted(20, 21, 9, 10);
+  EXPECT_EQ(Balance(tx, 20), kInitialBalance - 9);
+  ExpectCleanState();
+}
+
+TEST_F(DtxRecoveryTest, ACommitThatLandedEverywhereBeforeItsUnlocksIsRolledForward) {
+  AsVictim([&](Initiator& in, Database& db) {
+    SetFaultPointHook("dtx.commit.release", [&] {
+      if (std::this_thread::get_id() != victim_thread_) return;
+      in.disconnect(0);
+      in.disconnect(1);
+    });
+    Transaction tx(db);
+    tx.begin();
+    const int a = tx.write(kAccounts, 30);
+    const int b = tx.write(kAccounts, 31);
+    ASSERT_TRUE(tx.execute().ok());
+    *tx.value_as<int64_t>(a) -= 400;
+    *tx.value_as<int64_t>(b) += 400;
+    tx.commit();  // its unlocks cannot be posted
+    SetFaultPointHook("dtx.commit.release", nullptr);
+  });
+  TransferUntilCommitted(30, 31, 5, 10);
+  EXPECT_GE(db_->stats().recoveries, 1u);
+  Transaction tx(*db_);
+  EXPECT_EQ(Balance(tx, 30), kInitialBalance - 400 - 5) << "a transfer committed on every replica was lost";
+  EXPECT_EQ(Balance(tx, 31), kInitialBalance + 400 + 5);
+  ExpectCleanState();
+}
+
+class DtxShortLeaseTest : public DtxRecoveryTest {
+ protected:
+  DtxShortLeaseTest() { lease_ns_ = 200000000; }  // 0.2 s
+};
+
+TEST_F(DtxShortLeaseTest, AStoppedHolderIsTakenOverAfterItsLeaseAndFindsOutBeforeWriting) {
+  std::atomic<bool> taken_over{false}, holding{false};
+  Status late;
+  std::thread holder([&] {
+    auto in = Connect();
+    auto db = Open(*in);
+    const std::thread::id me = std::this_thread::get_id();
+    SetFaultPointHook("dtx.commit.validated", [&] {
+      // Stopped between validation and its writes until the other client
+      // took its locks over (its session stays open).
+      if (std::this_thread::get_id() != me) return;
+      while (!taken_over.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    });
+    Transaction tx(*db);
+    tx.begin();
+    const int a = tx.write(kAccounts, 40);
+    const int b = tx.write(kAccounts, 41);
+    Status s = tx.execute();
+    holding = true;
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    *tx.value_as<int64_t>(a) -= 400;
+    *tx.value_as<int64_t>(b) += 400;
+    late = tx.commit();
+    tx.flush();
+  });
+  while (!holding.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const uint64_t start = NowNs();
+  TransferUntilCommitted(40, 41, 3, 10);
+  const double waited = static_cast<double>(NowNs() - start) / 1e9;
+  taken_over = true;
+  holder.join();
+  EXPECT_EQ(late.code(), Status::Code::kLockLost) << "a holder whose locks were taken over went on: " << late.ToString();
+  EXPECT_GE(waited, 0.2) << "the locks were taken over before the lease ran out";
+  EXPECT_GE(db_->stats().recoveries, 1u);
+  Transaction tx(*db_);
+  EXPECT_EQ(Balance(tx, 40), kInitialBalance - 3);
+  EXPECT_EQ(Balance(tx, 41), kInitialBalance + 3);
+  ExpectCleanState();
+}
+
+}  // namespace
+}  // namespace smart::dtx

@@ -85,14 +85,15 @@ pass "$(cat "$WORK_DIR/history.check")"
 # Clients that die. Their transactions only move money (--transfers-only),
 # so whatever they committed before dying leaves the total as it was; the
 # survivors' deltas add to it.
+# The victims run longer than the survivors so that each reaches its fault
+# point (or the kill -9) even where transactions are slow (Soft-RoCE).
 victims=()
-SMART_FAULTS='kill@point:dtx.commit.validated#300' "$bench" 2 4 --quiet --transfers-only --dump-file "" \
-  >"$WORK_DIR/victim.0" 2>&1 &
+victim=("$bench" 2 4 --quiet --transfers-only --duration 20 --dump-file "")
+SMART_FAULTS="kill@point:dtx.commit.validated#$(sized 300 15)" "${victim[@]}" >"$WORK_DIR/victim.0" 2>&1 &
 victims+=($!)
-SMART_FAULTS='kill@point:dtx.commit.write#1001' "$bench" 2 4 --quiet --transfers-only --dump-file "" \
-  >"$WORK_DIR/victim.1" 2>&1 &
+SMART_FAULTS="kill@point:dtx.commit.write#$(sized 1001 41)" "${victim[@]}" >"$WORK_DIR/victim.1" 2>&1 &
 victims+=($!)
-"$bench" 2 4 --quiet --transfers-only --dump-file "" >"$WORK_DIR/victim.2" 2>&1 &
+"${victim[@]}" >"$WORK_DIR/victim.2" 2>&1 &
 victims+=($!)
 pids=()
 for c in 3 4; do

@@ -126,7 +126,11 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
         if (!s.ok()) return s;
       }
       Record now;
-      forward = DecodeSlot(b.slot, t->spec.value_bytes, &now) && now.version == before.version + 1;
+      // The commit's image: one version on (a write or delete), or the live
+      // record an insert put into a free slot (an insert's version is at
+      // least the wall clock; a roll-back leaves the slot free).
+      forward = DecodeSlot(b.slot, t->spec.value_bytes, &now) &&
+                (before.valid ? now.version == before.version + 1 : now.valid && now.version > before.version);
     }
   }
   report->rolled_forward = forward && !held.empty();

@@ -359,7 +359,8 @@ Status Transaction::commit() {
     for (Item* it : writes) {
       const TableInfo& t = *it->info;
       const size_t vb = t.spec.value_bytes;
-      EncodeSlot(it->image, vb, it->lock_word | kInvisible, it->read_version + 1, it->key, it->table,
+      it->new_version = NewVersion(*it);
+      EncodeSlot(it->image, vb, it->lock_word | kInvisible, it->new_version, it->key, it->table,
                  it->kind != kDelete, it->image + kSlotHeaderBytes);
       memcpy(it->backup, it->image, t.slot_bytes());
       SetSlotLock(it->backup, 0);
@@ -411,7 +412,7 @@ Status Transaction::commit() {
     if (it->kind == kRead || it->exists || it->kind == kWrite || it->kind == kDelete) accesses_.push_back(a);
     if (it->kind != kRead && !it->exists) {
       a.write = true;
-      a.version = it->read_version + 1;
+      a.version = it->new_version;
       a.deleted = it->kind == kDelete;
       a.inserted = it->kind == kInsert;
       accesses_.push_back(a);

@@ -2,6 +2,8 @@
 // fetch.cc): the kinds and steps of an item, bounds, and the item itself.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -50,6 +52,7 @@ struct Transaction::Item {
   bool exists = false;        // insert: the key was already there
   bool free_when_read = true; // read: no lock was on the record when read
   uint64_t read_version = 0;
+  uint64_t new_version = 0;   // the version its commit writes
   int refetches = 0;
   uint64_t invisible_since = 0;
   // Registered buffers.
@@ -60,5 +63,17 @@ struct Transaction::Item {
   uint64_t* release = nullptr;  // 1 word: a release CAS's result
   char* before = nullptr;     // the slot before the transaction (undo)
 };
+
+// The version a commit gives a record it writes: one past the version it
+// overwrote. An insert takes at least the wall clock's nanoseconds: a key
+// deleted from one slot and inserted again into another would otherwise
+// start over from the new slot's counter, and a history could not order the
+// key's versions (commits on one host's clock come out in commit order).
+inline uint64_t NewVersion(const Transaction::Item& it) {
+  if (it.kind != kInsert) return it.read_version + 1;
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const uint64_t ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+  return std::max(it.read_version + 1, ns);
+}
 
 }  // namespace smart::dtx

@@ -202,6 +202,29 @@ TEST_F(DtxTest, InsertThenFindThenDeleteThenMiss) {
   EXPECT_EQ(r[0], r[1]);
 }
 
+
+TEST_F(DtxTest, AKeyInsertedAgainIntoAnotherSlotGetsALaterVersion) {
+  // Key 2 takes the chain's second slot and many versions; key 1's slot
+  // (the first) is freed, then key 2 is deleted and inserted again: into the
+  // first free slot, whose own counter is far behind key 2's.
+  Transaction tx(*db_);
+  auto write = [&](int kind, uint64_t key) {
+    tx.begin();
+    const int i = kind == 0 ? tx.insert(kTiny, key) : kind == 1 ? tx.write(kTiny, key) : tx.remove(kTiny, key);
+    EXPECT_TRUE(tx.execute().ok());
+    if (kind != 2) *tx.value_as<int64_t>(i) += 1;
+    EXPECT_TRUE(tx.commit().ok());
+    return tx.accesses().back().version;
+  };
+  write(0, 1);
+  write(0, 2);
+  for (int i = 0; i < 20; ++i) write(1, 2);
+  write(2, 1);
+  const uint64_t deleted = write(2, 2);
+  const uint64_t inserted = write(0, 2);
+  EXPECT_GT(inserted, deleted) << "a history could not tell the insert came after the delete";
+  ASSERT_TRUE(tx.flush().ok());
+}
 TEST_F(DtxTest, InsertsGrowChainsWithOverflowNodesAndEveryKeyIsFoundOnce) {
   Transaction tx(*db_);
   // 8 buckets of 8 slots: 150 keys need overflow nodes linked at run time.

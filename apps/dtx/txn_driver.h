@@ -26,6 +26,17 @@ inline TxOutcome OutcomeOf(const Status& s) {
   return TxOutcome::kError;
 }
 
+/// The next value of a task's generator (xorshift64*: fast, and good enough
+/// to pick keys and transaction types).
+inline uint64_t NextRandom(uint64_t* state) {
+  uint64_t x = *state ? *state : 0x853c49e6748fea9bull;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  *state = x;
+  return (x * 0x2545f4914f6cdd1dull) >> 11;
+}
+
 /// One attempt of the workload in the calling task: `rng` is the task's
 /// generator state; *delta: what a committed attempt added to a checked sum
 /// (SmallBank: money); *error: the status of a kError.

@@ -59,16 +59,6 @@ void Populate(uint64_t accounts, const RowSink& sink) {
   }
 }
 
-uint64_t NextRandom(uint64_t* state) {
-  // xorshift64*: fast, and good enough to pick accounts and types.
-  uint64_t x = *state ? *state : 0x853c49e6748fea9bull;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  *state = x;
-  return (x * 0x2545f4914f6cdd1dull) >> 11;
-}
-
 TxType PickType(uint64_t* rng) {
   const uint64_t r = NextRandom(rng) % 100;
   if (r < 15) return TxType::kAmalgamate;

@@ -37,8 +37,6 @@ std::vector<TableSpec> Tables(uint64_t accounts);
 /// Every account in both tables at kInitialBalance.
 void Populate(uint64_t accounts, const RowSink& sink);
 
-/// The next value of a task's generator.
-uint64_t NextRandom(uint64_t* state);
 /// The mix: Amalgamate 15, Balance 15, DepositChecking 15, SendPayment 25,
 /// TransactSaving 15, WriteCheck 15 (percent).
 TxType PickType(uint64_t* rng);

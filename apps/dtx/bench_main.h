@@ -3,7 +3,7 @@
 // none is configured, the run, the result line and CSV, and the checks
 // after a run or of a database left by others (--check-only).
 //
-// A bench declares its workload and calls RunBenchMain:
+// A bench declares its own flags and its workload:
 //
 //   BenchMain bench("tatp", "TATP on SMART-DTX");
 //   bench.app().add_option("--subscribers", ...);        // its own flags

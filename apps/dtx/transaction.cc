@@ -20,7 +20,9 @@ namespace smart::dtx {
 
 struct Transaction::Watch {
   std::unique_ptr<LeaseWatch> lease;
-  int scratch = 0;
+  int scratch = 0;   // -1: none (a dead holder's entry)
+  bool dead = false;
+  bool by_session = false;
 };
 
 Transaction::Transaction(Database& db) : db_(db) {
@@ -172,8 +174,11 @@ Status Transaction::suspect(GlobalAddress slot, uint64_t lock, bool* recovered) 
   auto key = std::make_pair(node, owner);
   auto found = watches_.find(key);
   if (found == watches_.end()) {
-    if (free_scratch_.empty()) {
-      for (auto& [k, w] : watches_) free_scratch_.push_back(w->scratch);
+    if (free_scratch_.empty() || watches_.size() >= 4 * kMaxWatches) {
+      // Forgetting is safe: a forgotten holder is watched again.
+      for (auto& [k, w] : watches_) {
+        if (w->scratch >= 0) free_scratch_.push_back(w->scratch);
+      }
       watches_.clear();
     }
     auto w = std::make_unique<Watch>();
@@ -182,15 +187,26 @@ Status Transaction::suspect(GlobalAddress slot, uint64_t lock, bool* recovered) 
     w->lease = std::make_unique<LeaseWatch>(db_.initiator(), node, &watch_scratch_[w->scratch], db_.options().lease);
     found = watches_.emplace(key, std::move(w)).first;
   }
-  bool dead = false;
-  Status s = found->second->lease->observe(owner, &dead);
-  if (!s.ok()) return s;
-  if (!dead) return Status::OK();
-  const bool by_session = found->second->lease->by_session();
-  free_scratch_.push_back(found->second->scratch);
-  watches_.erase(found);
+  Watch& w = *found->second;
+  if (!w.dead) {
+    bool dead = false;
+    Status s = w.lease->observe(owner, &dead);
+    if (!s.ok()) return s;
+    if (!dead) return Status::OK();
+    // The holder's transaction is over: every other lock with this word (a
+    // record its undo record does not name, e.g. it died before the record
+    // landed) is recovered as soon as it is met, without a lease of its own.
+    // Each transaction's words differ, so no later transaction of a holder
+    // that was only stopped is taken for this one.
+    w.dead = true;
+    w.by_session = w.lease->by_session();
+    w.lease.reset();
+    free_scratch_.push_back(w.scratch);
+    w.scratch = -1;
+  }
+  const bool by_session = w.by_session;
   RecoveryReport report;
-  s = RecoverLock(db_, slot, lock, &report);
+  Status s = RecoverLock(db_, slot, lock, &report);
   if (!s.ok()) return s;
   ++stats_->recoveries;
   LogPrintf(LogLevel::kWarn, "dtx/%s: %s %s; recovered its transaction: %s", db_.options().name.c_str(),

@@ -165,9 +165,10 @@ int BenchMain::run_workload(const Workload& w, const TransactionConfig& config, 
       const double rt = r.attempted ? static_cast<double>(r.stats.round_trips) / static_cast<double>(r.attempted) : 0;
       SMART_INFO("%s: during the run: round trips per txn %.3f, torn reads %" PRIu64
                  ", waits for committing records %" PRIu64 ", address-cache misses %" PRIu64
-                 ", dead clients' transactions recovered %" PRIu64 ", %s by committed transactions %" PRId64,
+                 ", dead clients' transactions recovered %" PRIu64 ", longest wait of a task for a commit %.3f ms"
+                 ", %s by committed transactions %" PRId64,
                  bench, rt, r.stats.torn_reads, r.stats.invisible_waits, r.stats.cache_misses, r.stats.recoveries,
-                 w.delta_meaning.c_str(), r.delta);
+                 static_cast<double>(r.longest_commit_gap_ns) / 1e6, w.delta_meaning.c_str(), r.delta);
     }
     AppendCsvLine(config.dump_file_path, CsvLine(prefix, o, r));
     if (!delta_file_.empty()) {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <mutex>
 #include <thread>
+#include <algorithm>
 #include <vector>
 
 #include "history.h"
@@ -20,6 +21,7 @@ namespace {
 struct Worker {
   uint64_t attempted = 0, committed = 0, conflicts = 0, logical = 0, failed = 0;
   int64_t delta = 0;
+  uint64_t last_commit = 0, longest_gap = 0;  // cycles
   std::string first_failure;
   Histogram latency;
   std::string history;
@@ -48,6 +50,7 @@ TxRunResult RunTransactions(Database& db, const TxDriverOptions& o, const TxBody
           Transaction tx(db);
           uint64_t rng = (Cycles() << 8) ^ (static_cast<uint64_t>(t) << 40) ^ (static_cast<uint64_t>(k) << 20) ^ 0x9e37;
           control.ready_and_wait();
+          w.last_commit = Cycles();
           while (!control.stopped() && (per_task == 0 || w.attempted < per_task)) {
             const uint64_t begin = Cycles();
             int64_t delta = 0;
@@ -58,6 +61,9 @@ TxRunResult RunTransactions(Database& db, const TxDriverOptions& o, const TxBody
               case TxOutcome::kCommitted: {
                 ++w.committed;
                 w.delta += delta;
+                const uint64_t now = Cycles();
+                w.longest_gap = std::max(w.longest_gap, now - w.last_commit);
+                w.last_commit = now;
                 w.latency.record(static_cast<uint64_t>(static_cast<double>(Cycles() - begin) / cycles_per_ns));
                 if (!o.history_path.empty()) {
                   std::vector<HistoryAccess> accesses;
@@ -125,6 +131,8 @@ TxRunResult RunTransactions(Database& db, const TxDriverOptions& o, const TxBody
     r.delta += w.delta;
     if (r.first_failure.empty()) r.first_failure = w.first_failure;
     r.latency.merge(w.latency);
+    r.longest_commit_gap_ns = std::max(r.longest_commit_gap_ns,
+                                       static_cast<uint64_t>(static_cast<double>(w.longest_gap) / cycles_per_ns));
     history += w.history;
   }
   if (!o.history_path.empty()) {

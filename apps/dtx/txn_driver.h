@@ -61,6 +61,10 @@ struct TxRunResult {
   int64_t delta = 0;            ///< sum of committed attempts' deltas
   std::string first_failure;
   Histogram latency;            ///< ns of committed attempts
+  /// The longest time one task went without a commit (from the start, and
+  /// between commits): how long a task was held up, e.g. by a dead client's
+  /// locks until their recovery.
+  uint64_t longest_commit_gap_ns = 0;
   DtxStats stats;               ///< the database's counters over the run
 };
 

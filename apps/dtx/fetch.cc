@@ -92,8 +92,7 @@ Status Transaction::finish_fetch(Item& it) {
         if (r.valid && r.key == it.key && r.table == it.table) {
           it.located = true;
           it.at = Locator{it.table, static_cast<uint16_t>(i), it.node};
-          if (ts.cache.size() >= kAddressCacheEntries) ts.cache.clear();
-          ts.cache[CacheKey{it.table, it.key}] = it.at;
+          ts.cache.put(it.table, it.key, it.at);
           if (it.kind == kRead || it.kind == kInsert) {
             // The node read holds the record: use it as the slot read.
             memcpy(it.image, slot, t.slot_bytes());
@@ -127,7 +126,7 @@ Status Transaction::finish_fetch(Item& it) {
         return Status::OK();
       }
       if (it.kind != kInsert) {
-        ts.cache.erase(CacheKey{it.table, it.key});
+        ts.cache.erase(it.table, it.key);
         return Status::NotFound("dtx: " + Name(it.table, it.key) + " does not exist");
       }
       if (it.at.table == 0) {
@@ -155,7 +154,7 @@ Status Transaction::finish_fetch(Item& it) {
       }
       if (!r.valid || r.key != it.key || r.table != it.table) {
         // The cached slot was deleted or reused: look in the bucket again.
-        ts.cache.erase(CacheKey{it.table, it.key});
+        ts.cache.erase(it.table, it.key);
         it.located = false;
         it.at = Locator();
         it.step = kStart;
@@ -207,7 +206,7 @@ Status Transaction::finish_fetch(Item& it) {
         it.locked = false;
         in_flight_ = true;
         if (!s.ok()) return s;
-        if (it.kind != kInsert) ts.cache.erase(CacheKey{it.table, it.key});
+        if (it.kind != kInsert) ts.cache.erase(it.table, it.key);
         it.located = false;
         it.at = Locator();
         it.step = kStart;

@@ -118,11 +118,7 @@ int Transaction::add(uint16_t table, uint64_t key, int kind) {
   it->kind = kind;
   it->info = info;
   Database::ThreadState& ts = db_.thread_state();
-  auto found = ts.cache.find(CacheKey{table, key});
-  if (found != ts.cache.end() && kind != kInsert) {
-    it->located = true;
-    it->at = found->second;
-  }
+  if (kind != kInsert && ts.cache.find(table, key, &it->at)) it->located = true;
   items_.push_back(it);
   return static_cast<int>(items_.size()) - 1;
 }
@@ -402,10 +398,9 @@ Status Transaction::commit() {
       if (!s.ok()) break;
       it->locked = false;
       if (it->kind == kDelete) {
-        ts.cache.erase(CacheKey{it->table, it->key});
+        ts.cache.erase(it->table, it->key);
       } else if (it->kind == kInsert) {
-        if (ts.cache.size() >= kAddressCacheEntries) ts.cache.clear();
-        ts.cache[CacheKey{it->table, it->key}] = it->at;
+        ts.cache.put(it->table, it->key, it->at);
       }
     }
     Status posted = db_.initiator().post_request();

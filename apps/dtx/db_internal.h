@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <string>
+#include <vector>
 
 #include "smart/status.h"
 
@@ -68,10 +69,16 @@ struct Database::ThreadState {
   AddressCache cache;
   DtxStats stats;
   uint32_t next_tx = 0;
-  // Registered buffers of recoveries run by this thread (recovery.cc).
-  char* recovery_log = nullptr;
-  char* recovery_slot = nullptr;
-  uint64_t* recovery_word = nullptr;
+  // Registered buffers of recoveries (recovery.cc), one set per task of the
+  // thread (a recovery waits for its reads, and the thread's other tasks
+  // may recover meanwhile); allocated on a task's first recovery.
+  struct RecoveryBuffers {
+    char* log = nullptr;         // kLogSlotBytes
+    char* slot = nullptr;        // a slot (the widest of the database)
+    uint64_t* word = nullptr;    // 2 words
+    uint64_t* claim = nullptr;   // 2 words: the recovery claim's scratch
+  };
+  std::vector<RecoveryBuffers> recovery;
 };
 
 /// Fills db.images_ with every table's built image: populate() rows placed in

@@ -6,35 +6,34 @@
 
 #include "db_internal.h"
 #include "smart/remote_lock.h"
+#include "smart/task.h"
 #include "undo_log.h"
 
 namespace smart::dtx {
 
 namespace {
 
-// A recoverer's registered buffers, one set per thread of a database.
-struct Buffers {
-  char* log = nullptr;         // kLogSlotBytes
-  char* slot = nullptr;        // a slot (the widest of the database)
-  uint64_t* word = nullptr;    // 2 words
-};
+using Buffers = Database::ThreadState::RecoveryBuffers;
 
+// The calling task's registered buffers.
 Buffers& ThreadBuffers(Database& db) {
   Database::ThreadState& ts = db.thread_state_for_recovery();
-  if (ts.recovery_log == nullptr) {
+  if (ts.recovery.empty()) ts.recovery.resize(kMaxTasksPerThread);
+  const int task = this_task::id();
+  Buffers& b = ts.recovery[static_cast<size_t>(task >= 0 && task < kMaxTasksPerThread ? task : 0)];
+  if (b.log == nullptr) {
     size_t slot = 0;
     for (const TableInfo& t : db.tables()) slot = std::max(slot, t.slot_bytes());
-    ts.recovery_log = static_cast<char*>(db.initiator().alloc_cache(kLogSlotBytes));
-    ts.recovery_slot = static_cast<char*>(db.initiator().alloc_cache(slot));
-    ts.recovery_word = static_cast<uint64_t*>(db.initiator().alloc_cache(2 * sizeof(uint64_t)));
-    if (!ts.recovery_log || !ts.recovery_slot || !ts.recovery_word) {
+    Initiator& in = db.initiator();
+    b.log = static_cast<char*>(in.alloc_cache(kLogSlotBytes));
+    b.slot = static_cast<char*>(in.alloc_cache(slot));
+    b.word = static_cast<uint64_t*>(in.alloc_cache(2 * sizeof(uint64_t)));
+    b.claim = static_cast<uint64_t*>(in.alloc_cache(2 * sizeof(uint64_t)));
+    if (!b.log || !b.slot || !b.word || !b.claim) {
+      b = Buffers();
       throw Error("dtx: the initiator cache is exhausted; raise initiator_cache_size");
     }
   }
-  static thread_local Buffers b;
-  b.log = ts.recovery_log;
-  b.slot = ts.recovery_slot;
-  b.word = ts.recovery_word;
   return b;
 }
 
@@ -66,11 +65,12 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
   // The owner's undo record, through the blade's log directory.
   UndoRecord undo;
   bool have_undo = false;
+  GlobalAddress area;
   Status s = in.read(b.word, db.log_directory(blade) + 8 * uint64_t{o.session.slot}, sizeof(uint64_t), Option::kSync);
   if (!s.ok()) return s;
   const uint64_t entry = b.word[0];
   if (entry != 0 && LogDirectoryIncarnation(entry) == o.session.incarnation) {
-    const GlobalAddress area(blade, LogDirectoryOffset(entry));
+    area = GlobalAddress(blade, LogDirectoryOffset(entry));
     s = in.read(b.log, area, kLogAreaHeaderBytes, Option::kSync);
     if (!s.ok()) return s;
     uint64_t header[3];
@@ -96,6 +96,22 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
     report->released += released;
     return s;
   }
+
+  // One recoverer at a time settles the owner's transactions. A recoverer
+  // decides from the locks it reads and then writes whole slots, which no
+  // CAS makes conditional: a second one acting on what it read before the
+  // first released the records would write old images over commits made
+  // since. A recoverer that dies holding the claim is taken over after its
+  // lease (or at once, its session ended), and the next one redoes the work.
+  RemoteLock claim(in, area + kLogAreaClaimOffset, b.claim, db.options().lease);
+  s = claim.acquire();
+  if (!s.ok()) return s;
+  struct Unclaim {
+    RemoteLock& lock;
+    ~Unclaim() {
+      if (lock.held()) (void)lock.release();
+    }
+  } unclaim{claim};
 
   // Which of the transaction's records the owner still holds, and whether
   // every replica of each already holds the new version.

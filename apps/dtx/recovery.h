@@ -2,8 +2,8 @@
 // lease) holding record locks: its undo record decides between rolling the
 // transaction forward (every replica already holds its new image: release
 // the locks) and back (write the images from before, version + 2, on every
-// replica, then release). DESIGN.md, "Dead clients", gives the rule and why
-// it is safe when several clients recover the same owner at once.
+// replica, then release). DESIGN.md, "Dead clients", gives the rule and how
+// several clients that meet the same owner's locks take turns.
 #pragma once
 
 #include <cstdint>
@@ -26,9 +26,11 @@ struct RecoveryReport {
 
 /// The record at `found` (a primary slot on its blade) is locked with
 /// `found_lock` (an owner word, maybe with kInvisible) by a client judged
-/// dead. Recovers that client's transaction and releases its locks. Safe to
-/// run by several clients at once and again after a recoverer died: every
-/// step is conditional on what the records hold. Must run in a task (or on a
+/// dead. Recovers that client's transaction and releases its locks. Several
+/// clients may call it at once: they settle the owner's transactions one at
+/// a time (a leased claim in the owner's log area), and a recoverer that
+/// died is taken over and its work redone (every step is conditional on
+/// what the records hold). Must run in a task (or on a
 /// thread) of a client connected to every blade.
 Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, RecoveryReport* report);
 

@@ -4,7 +4,9 @@
 //
 // Every blade has a log directory: kMaxSessions words, one per session slot,
 // each (incarnation << 48) | offset of that session's log area on the blade
-// (0: none). A log area is a 64-byte header (magic, threads, tasks) and then
+// (0: none). A log area is a 64-byte header (magic, threads, tasks at 0, 8,
+// 16; at 24 the recovery claim, a leased lock word: one recoverer at a time
+// settles the area's transactions) and then
 // threads x tasks log slots of kLogSlotBytes, one per (thread, task): a task
 // runs one transaction at a time, and its slot holds the undo record of its
 // latest read-write transaction. The record goes to every blade that holds a
@@ -32,6 +34,7 @@ namespace smart::dtx {
 constexpr uint32_t kUndoMagic = 0x4f444e55;  // "UNDO"
 constexpr uint64_t kLogAreaMagic = 0x3130474f4c585444ull;  // "DTXLOG01"
 constexpr size_t kLogAreaHeaderBytes = 64;
+constexpr size_t kLogAreaClaimOffset = 24;
 constexpr size_t kLogSlotBytes = 4096;
 constexpr size_t kUndoHeaderBytes = 24;
 constexpr size_t kUndoItemHeaderBytes = 24;

@@ -46,14 +46,10 @@ BenchMain::BenchMain(std::string name, const std::string& about)
 
 namespace {
 
-// --list-keys TABLE:FILE (checked by run()).
-void ListKeys(Database& db, const std::string& what) {
-  const size_t colon = what.find(':');
-  const auto id = static_cast<uint16_t>(std::stoul(what.substr(0, colon)));
-  const std::string path = what.substr(colon + 1);
+// Writes the key of every live record of `table` to `path`, one per line.
+void ListKeys(Database& db, uint16_t table, const std::string& path) {
   std::ofstream out(path);
-  std::string problem =
-      ForEachRecord(db, id, [&](const Record& r) { out << r.key << "\n"; });
+  std::string problem = ForEachRecord(db, table, [&](const Record& r) { out << r.key << "\n"; });
   if (!problem.empty()) throw Error("--list-keys: " + problem);
   out.close();
   if (!out) throw Error("--list-keys: writing " + path + " failed");
@@ -88,12 +84,18 @@ int BenchMain::run(int argc, char** argv, const std::function<Workload(Transacti
       const size_t colon = list_keys_.find(':');
       const std::string id = list_keys_.substr(0, colon);
       bool known = false;
-      for (const TableSpec& t : workload.tables) known |= std::to_string(t.id) == id;
+      for (const TableSpec& t : workload.tables) {
+        if (std::to_string(t.id) == id) {
+          known = true;
+          list_table_ = t.id;
+        }
+      }
       if (colon == std::string::npos || colon + 1 == list_keys_.size() || !known) {
         std::string ids;
         for (const TableSpec& t : workload.tables) ids += " " + std::to_string(t.id) + " (" + t.name + ")";
         throw Error("--list-keys " + list_keys_ + ": expected TABLE:FILE, TABLE one of" + ids);
       }
+      list_path_ = list_keys_.substr(colon + 1);
     }
   } catch (const Error& e) {
     fprintf(stderr, "%s: %s\n", bench_.c_str(), e.what());
@@ -203,7 +205,7 @@ int BenchMain::run_workload(const Workload& w, const TransactionConfig& config, 
                  delta, w.delta_meaning.c_str());
     }
   }
-  if (!list_keys_.empty()) ListKeys(db, list_keys_);
+  if (!list_path_.empty()) ListKeys(db, list_table_, list_path_);
   return rc;
 }
 

@@ -58,6 +58,8 @@ class BenchMain {
   CLI::App app_;
   int threads_ = 0, coros_ = 0, blades_ = 2, backup_degree_ = -1;
   std::string config_path_, dump_, history_, delta_file_, list_keys_;
+  uint16_t list_table_ = 0;   // --list-keys, parsed
+  std::string list_path_;
   double duration_ = -1;
   uint64_t transactions_ = 0;
   int64_t expect_delta_ = 0;

@@ -64,7 +64,7 @@ TxRunResult RunTransactions(Database& db, const TxDriverOptions& o, const TxBody
                 const uint64_t now = Cycles();
                 w.longest_gap = std::max(w.longest_gap, now - w.last_commit);
                 w.last_commit = now;
-                w.latency.record(static_cast<uint64_t>(static_cast<double>(Cycles() - begin) / cycles_per_ns));
+                w.latency.record(static_cast<uint64_t>(static_cast<double>(now - begin) / cycles_per_ns));
                 if (!o.history_path.empty()) {
                   std::vector<HistoryAccess> accesses;
                   for (const TxAccess& a : tx.accesses()) {

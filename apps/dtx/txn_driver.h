@@ -26,6 +26,23 @@ inline TxOutcome OutcomeOf(const Status& s) {
   return TxOutcome::kError;
 }
 
+/// tx.execute(); false when it failed (the transaction is then aborted),
+/// with *outcome and *error saying how.
+inline bool ExecuteOrEnd(Transaction& tx, TxOutcome* outcome, Status* error) {
+  Status s = tx.execute();
+  if (s.ok()) return true;
+  *outcome = OutcomeOf(s);
+  *error = s;
+  return false;
+}
+
+/// tx.commit() as an outcome; *error set when it failed.
+inline TxOutcome CommitOutcome(Transaction& tx, Status* error) {
+  Status s = tx.commit();
+  if (!s.ok()) *error = s;
+  return OutcomeOf(s);
+}
+
 /// The next value of a task's generator (xorshift64*: fast, and good enough
 /// to pick keys and transaction types).
 inline uint64_t NextRandom(uint64_t* state) {

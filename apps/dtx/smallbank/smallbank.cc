@@ -15,21 +15,6 @@ int64_t Get(Transaction& tx, int item) {
 
 void Set(Transaction& tx, int item, int64_t v) { memcpy(tx.value(item), &v, sizeof(v)); }
 
-// Executes, mapping a failure to its outcome (the transaction is aborted).
-bool Execute(Transaction& tx, TxOutcome* outcome, Status* error) {
-  Status s = tx.execute();
-  if (s.ok()) return true;
-  *outcome = OutcomeOf(s);
-  *error = s;
-  return false;
-}
-
-TxOutcome Commit(Transaction& tx, Status* error) {
-  Status s = tx.commit();
-  if (!s.ok()) *error = s;
-  return OutcomeOf(s);
-}
-
 }  // namespace
 
 const char* TxTypeName(TxType t) {
@@ -87,54 +72,54 @@ TxOutcome Run(Transaction& tx, TxType type, const Params& p, uint64_t* rng, int6
       const int sa = tx.write(kSavings, a);
       const int ca = tx.write(kChecking, a);
       const int cb = tx.write(kChecking, b);
-      if (!Execute(tx, &outcome, error)) return outcome;
+      if (!ExecuteOrEnd(tx, &outcome, error)) return outcome;
       Set(tx, cb, Get(tx, cb) + Get(tx, sa) + Get(tx, ca));
       Set(tx, sa, 0);
       Set(tx, ca, 0);
-      return Commit(tx, error);
+      return CommitOutcome(tx, error);
     }
     case TxType::kBalance: {
       tx.read(kSavings, a);
       tx.read(kChecking, a);
-      if (!Execute(tx, &outcome, error)) return outcome;
-      return Commit(tx, error);
+      if (!ExecuteOrEnd(tx, &outcome, error)) return outcome;
+      return CommitOutcome(tx, error);
     }
     case TxType::kDepositChecking: {
       const int ca = tx.write(kChecking, a);
-      if (!Execute(tx, &outcome, error)) return outcome;
+      if (!ExecuteOrEnd(tx, &outcome, error)) return outcome;
       Set(tx, ca, Get(tx, ca) + kDepositCents);
-      outcome = Commit(tx, error);
+      outcome = CommitOutcome(tx, error);
       if (outcome == TxOutcome::kCommitted) *delta = kDepositCents;
       return outcome;
     }
     case TxType::kSendPayment: {
       const int ca = tx.write(kChecking, a);
       const int cb = tx.write(kChecking, b);
-      if (!Execute(tx, &outcome, error)) return outcome;
+      if (!ExecuteOrEnd(tx, &outcome, error)) return outcome;
       if (Get(tx, ca) < kPaymentCents) {
         tx.abort();
         return TxOutcome::kLogicalAbort;
       }
       Set(tx, ca, Get(tx, ca) - kPaymentCents);
       Set(tx, cb, Get(tx, cb) + kPaymentCents);
-      return Commit(tx, error);
+      return CommitOutcome(tx, error);
     }
     case TxType::kTransactSaving: {
       const int sa = tx.write(kSavings, a);
-      if (!Execute(tx, &outcome, error)) return outcome;
+      if (!ExecuteOrEnd(tx, &outcome, error)) return outcome;
       Set(tx, sa, Get(tx, sa) + kSavingCents);
-      outcome = Commit(tx, error);
+      outcome = CommitOutcome(tx, error);
       if (outcome == TxOutcome::kCommitted) *delta = kSavingCents;
       return outcome;
     }
     case TxType::kWriteCheck: {
       const int sa = tx.read(kSavings, a);
       const int ca = tx.write(kChecking, a);
-      if (!Execute(tx, &outcome, error)) return outcome;
+      if (!ExecuteOrEnd(tx, &outcome, error)) return outcome;
       int64_t amount = kCheckCents;
       if (Get(tx, sa) + Get(tx, ca) < kCheckCents) amount += kOverdraftPenaltyCents;
       Set(tx, ca, Get(tx, ca) - amount);
-      outcome = Commit(tx, error);
+      outcome = CommitOutcome(tx, error);
       if (outcome == TxOutcome::kCommitted) *delta = -amount;
       return outcome;
     }

@@ -31,22 +31,6 @@ Row RecordValue(const Record& r) {
   return row;
 }
 
-// Executes, mapping a failure to its outcome (the transaction is aborted;
-// a missing key is a logical abort).
-bool Execute(Transaction& tx, TxOutcome* outcome, Status* error) {
-  Status s = tx.execute();
-  if (s.ok()) return true;
-  *outcome = OutcomeOf(s);
-  *error = s;
-  return false;
-}
-
-TxOutcome Commit(Transaction& tx, Status* error) {
-  Status s = tx.commit();
-  if (!s.ok()) *error = s;
-  return OutcomeOf(s);
-}
-
 TxOutcome GiveUp(Transaction& tx) {
   tx.abort();
   return TxOutcome::kLogicalAbort;
@@ -66,7 +50,7 @@ void RandomBytes(uint8_t* out, size_t n, uint64_t* rng) {
 // *s_id. False: the transaction ended (outcome set).
 bool LookUpNumber(Transaction& tx, uint64_t s, uint64_t* s_id, TxOutcome* outcome, Status* error) {
   const int sec = tx.read(kSecondarySubscriber, SubNumber(s));
-  if (!Execute(tx, outcome, error)) return false;
+  if (!ExecuteOrEnd(tx, outcome, error)) return false;
   const SecondaryRow row = ValueOf<SecondaryRow>(tx, sec);
   if (row.magic != kSecondaryMagic) {
     tx.abort();
@@ -198,66 +182,66 @@ TxOutcome Run(Transaction& tx, TxType type, const Params& p, uint64_t* rng, int6
   switch (type) {
     case TxType::kGetSubscriberData: {
       tx.read(kSubscriber, s);
-      if (!Execute(tx, &outcome, error)) return outcome;
-      return Commit(tx, error);
+      if (!ExecuteOrEnd(tx, &outcome, error)) return outcome;
+      return CommitOutcome(tx, error);
     }
     case TxType::kGetAccessData: {
       tx.read(kAccessInfo, AccessKey(s, 1 + NextRandom(rng) % 4));
-      if (!Execute(tx, &outcome, error)) return outcome;  // a missing row: a logical abort
-      return Commit(tx, error);
+      if (!ExecuteOrEnd(tx, &outcome, error)) return outcome;  // a missing row: a logical abort
+      return CommitOutcome(tx, error);
     }
     case TxType::kGetNewDestination: {
       // The numbers a call to s at start_time ending after end_time is
       // forwarded to. Like upstream, every row up to start_time must exist.
       const unsigned end_time = 1 + NextRandom(rng) % 24;
       const int sf = tx.read(kSpecialFacility, FacilityKey(s, sf_type));
-      if (!Execute(tx, &outcome, error)) return outcome;
+      if (!ExecuteOrEnd(tx, &outcome, error)) return outcome;
       if (!ValueOf<SpecialFacilityRow>(tx, sf).is_active) return GiveUp(tx);
       int forwards[3];
       int n = 0;
       for (unsigned st : kStartTimes) {
         if (st <= start_time) forwards[n++] = tx.read(kCallForwarding, ForwardingKey(s, sf_type, st));
       }
-      if (!Execute(tx, &outcome, error)) return outcome;
+      if (!ExecuteOrEnd(tx, &outcome, error)) return outcome;
       bool found = false;
       for (int i = 0; i < n; ++i) found |= ValueOf<CallForwardingRow>(tx, forwards[i]).end_time > end_time;
       if (!found) return GiveUp(tx);
-      return Commit(tx, error);
+      return CommitOutcome(tx, error);
     }
     case TxType::kUpdateSubscriberData: {
       const int sub = tx.write(kSubscriber, s);
       const int sf = tx.write(kSpecialFacility, FacilityKey(s, sf_type));
-      if (!Execute(tx, &outcome, error)) return outcome;
+      if (!ExecuteOrEnd(tx, &outcome, error)) return outcome;
       SubscriberRow row = ValueOf<SubscriberRow>(tx, sub);
       row.bits = static_cast<uint16_t>((row.bits & ~1u) | (NextRandom(rng) & 1));
       SetValue(tx, sub, row);
       SpecialFacilityRow f = ValueOf<SpecialFacilityRow>(tx, sf);
       f.data_a = static_cast<uint8_t>(NextRandom(rng));
       SetValue(tx, sf, f);
-      return Commit(tx, error);
+      return CommitOutcome(tx, error);
     }
     case TxType::kUpdateLocation: {
       uint64_t s_id;
       if (!LookUpNumber(tx, s, &s_id, &outcome, error)) return outcome;
       const int sub = tx.write(kSubscriber, s_id);
-      if (!Execute(tx, &outcome, error)) return outcome;
+      if (!ExecuteOrEnd(tx, &outcome, error)) return outcome;
       SubscriberRow row = ValueOf<SubscriberRow>(tx, sub);
       row.vlr_location = static_cast<uint32_t>(NextRandom(rng));
       SetValue(tx, sub, row);
-      return Commit(tx, error);
+      return CommitOutcome(tx, error);
     }
     case TxType::kInsertCallForwarding: {
       uint64_t s_id;
       if (!LookUpNumber(tx, s, &s_id, &outcome, error)) return outcome;
       tx.read(kSpecialFacility, FacilityKey(s_id, sf_type));
       const int cf = tx.insert(kCallForwarding, ForwardingKey(s_id, sf_type, start_time));
-      if (!Execute(tx, &outcome, error)) return outcome;  // no such facility: a logical abort
+      if (!ExecuteOrEnd(tx, &outcome, error)) return outcome;  // no such facility: a logical abort
       if (tx.exists(cf)) return GiveUp(tx);             // the row is there already
       CallForwardingRow row{};
       row.end_time = static_cast<uint8_t>(start_time + 1 + NextRandom(rng) % 8);
       RandomBytes(row.numberx, sizeof(row.numberx), rng);
       SetValue(tx, cf, row);
-      outcome = Commit(tx, error);
+      outcome = CommitOutcome(tx, error);
       if (outcome == TxOutcome::kCommitted) *delta = 1;
       return outcome;
     }
@@ -265,8 +249,8 @@ TxOutcome Run(Transaction& tx, TxType type, const Params& p, uint64_t* rng, int6
       uint64_t s_id;
       if (!LookUpNumber(tx, s, &s_id, &outcome, error)) return outcome;
       tx.remove(kCallForwarding, ForwardingKey(s_id, sf_type, start_time));
-      if (!Execute(tx, &outcome, error)) return outcome;  // no such row: a logical abort
-      outcome = Commit(tx, error);
+      if (!ExecuteOrEnd(tx, &outcome, error)) return outcome;  // no such row: a logical abort
+      outcome = CommitOutcome(tx, error);
       if (outcome == TxOutcome::kCommitted) *delta = -1;
       return outcome;
     }

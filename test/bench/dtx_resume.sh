@@ -13,25 +13,17 @@
 # then checks that the money still adds up.
 # Usage: SMART_BIN=build/bin test/bench/dtx_resume.sh
 source "$(dirname "$0")/../integration/lib.sh"
+source "$(dirname "$0")/../integration/dtx_lib.sh"
 bench="$SMART_BIN/smallbank_bench"
-backend_config="$WORK_DIR/backend.json"
-cat >"$backend_config" <<JSON
-{ "dev_dax_path": "", "capacity": 128, "tcp_port": 0, "nic_numa_node": -1 }
-JSON
-start_blade "$SMART_BIN/smallbank_backend" "$backend_config"
-port0=$BLADE_PORT
-start_blade "$SMART_BIN/smallbank_backend" "$backend_config"
-port1=$BLADE_PORT
+start_dtx_blades "$SMART_BIN/smallbank_backend" 128
 cat >"$WORK_DIR/transaction.json" <<JSON
 {
-  "memory_servers": [{"hostname": "127.0.0.1", "port": $port0}, {"hostname": "127.0.0.1", "port": $port1}],
+  "memory_servers": $DTX_SERVERS,
   "smallbank": {"num_accounts": 2, "num_hot_accounts": 2},
   "nr_transactions": 1000, "duration": 4, "backup_degree": 1, "dump_file_path": ""
 }
 JSON
-export APP_CONFIG_PATH=$WORK_DIR/transaction.json
-export SMART_CONFIG_PATH
-SMART_CONFIG_PATH=$(smart_test_config)
+use_transaction_config "$WORK_DIR/transaction.json"
 
 # measure ACTION DURATION: the survivor's longest wait for a commit, in ms.
 measure() {

@@ -7,17 +7,6 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/btree_lib.sh"
 bench="$SMART_BIN/btree_bench"
-# bad ARGS... -- WORD: exit 2, and WORD in the message
-bad() {
-  local word=${*: -1}
-  local args=("${@:1:$#-2}")
-  set +e
-  "$bench" 1 1 --dump-file "" "${args[@]}" >"$WORK_DIR/out" 2>&1
-  local status=$?
-  set -e
-  ((status == 2)) || { cat "$WORK_DIR/out" >&2; fail "'${args[*]}' exited $status, expected 2"; }
-  grep -q -- "$word" "$WORK_DIR/out" || { cat "$WORK_DIR/out" >&2; fail "'${args[*]}': the message does not name $word"; }
-}
 bad --max-key 0 -- max_key
 bad --duration -3 -- duration
 bad --value-length 0 -- value_length

@@ -15,18 +15,9 @@
 # and the total, the replicas and the locks must again come out exact.
 # Bad values on the command line are refused with exit 2 and named.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/dtx_lib.sh"
 bench="$SMART_BIN/smallbank_bench"
 
-bad() {
-  local word=${*: -1}
-  local args=("${@:1:$#-2}")
-  set +e
-  "$bench" 1 1 --dump-file "" "${args[@]}" >"$WORK_DIR/out" 2>&1
-  local status=$?
-  set -e
-  ((status == 2)) || { cat "$WORK_DIR/out" >&2; fail "'${args[*]}' exited $status, expected 2"; }
-  grep -q -- "$word" "$WORK_DIR/out" || { cat "$WORK_DIR/out" >&2; fail "'${args[*]}': the message does not name $word"; }
-}
 set +e
 "$bench" 0 4 --dump-file "" >"$WORK_DIR/out" 2>&1
 status=$?
@@ -40,25 +31,16 @@ bad --no-such-flag -- no-such-flag
 "$bench" --help | grep -q -- "--history" || fail "--help does not list the flags"
 pass "every bad argument was refused with exit 2 and named"
 
-backend_config="$WORK_DIR/backend.json"
-cat >"$backend_config" <<JSON
-{ "dev_dax_path": "", "capacity": 256, "tcp_port": 0, "nic_numa_node": -1 }
-JSON
-start_blade "$SMART_BIN/smallbank_backend" "$backend_config"
-port0=$BLADE_PORT
-start_blade "$SMART_BIN/smallbank_backend" "$backend_config"
-port1=$BLADE_PORT
+start_dtx_blades "$SMART_BIN/smallbank_backend" 256
 config="$WORK_DIR/transaction.json"
 cat >"$config" <<JSON
 {
-  "memory_servers": [{"hostname": "127.0.0.1", "port": $port0}, {"hostname": "127.0.0.1", "port": $port1}],
+  "memory_servers": $DTX_SERVERS,
   "smallbank": {"num_accounts": $(sized 2000 500), "num_hot_accounts": 16},
   "nr_transactions": 1000, "duration": $(sized 3 2), "backup_degree": 1, "dump_file_path": "$WORK_DIR/out.csv"
 }
 JSON
-export APP_CONFIG_PATH=$config
-export SMART_CONFIG_PATH
-SMART_CONFIG_PATH=$(smart_test_config)
+use_transaction_config "$config"
 
 pids=()
 for c in 0 1 2; do

@@ -14,18 +14,9 @@
 #   - every backup equals its primary byte for byte and no lock is left.
 # Bad values on the command line are refused with exit 2 and named.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/dtx_lib.sh"
 bench="$SMART_BIN/tatp_bench"
 
-bad() {
-  local word=${*: -1}
-  local args=("${@:1:$#-2}")
-  set +e
-  "$bench" 1 1 --dump-file "" "${args[@]}" >"$WORK_DIR/out" 2>&1
-  local status=$?
-  set -e
-  ((status == 2)) || { cat "$WORK_DIR/out" >&2; fail "'${args[*]}' exited $status, expected 2"; }
-  grep -q -- "$word" "$WORK_DIR/out" || { cat "$WORK_DIR/out" >&2; fail "'${args[*]}': the message does not name $word"; }
-}
 bad --subscribers 0 -- subscribers
 bad --list-keys 9:x -- "call_forwarding"
 bad --list-keys 5 -- "TABLE:FILE"
@@ -34,25 +25,16 @@ bad --no-such-flag -- no-such-flag
 "$bench" --help | grep -q -- "--subscribers" || fail "--help does not list --subscribers"
 pass "every bad argument was refused with exit 2 and named"
 
-backend_config="$WORK_DIR/backend.json"
-cat >"$backend_config" <<JSON
-{ "dev_dax_path": "", "capacity": 256, "tcp_port": 0, "nic_numa_node": -1 }
-JSON
-start_blade "$SMART_BIN/tatp_backend" "$backend_config"
-port0=$BLADE_PORT
-start_blade "$SMART_BIN/tatp_backend" "$backend_config"
-port1=$BLADE_PORT
+start_dtx_blades "$SMART_BIN/tatp_backend" 256
 config="$WORK_DIR/transaction.json"
 cat >"$config" <<JSON
 {
-  "memory_servers": [{"hostname": "127.0.0.1", "port": $port0}, {"hostname": "127.0.0.1", "port": $port1}],
+  "memory_servers": $DTX_SERVERS,
   "tatp": {"num_subscriber": $(sized 3000 500)},
   "nr_transactions": 1000, "duration": $(sized 3 2), "backup_degree": 1, "dump_file_path": "$WORK_DIR/out.csv"
 }
 JSON
-export APP_CONFIG_PATH=$config
-export SMART_CONFIG_PATH
-SMART_CONFIG_PATH=$(smart_test_config)
+use_transaction_config "$config"
 
 # The first client builds the tables; the check walks them.
 "$bench" 1 1 --check-only --dump-file "" --list-keys "5:$WORK_DIR/before" >"$WORK_DIR/check" 2>&1 ||

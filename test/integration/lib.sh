@@ -7,6 +7,7 @@
 #   smart_test_config          path of a smart_config.json for the transport
 #                              in SMART_TEST_TRANSPORT (shm by default)
 #   test_rdma_config [MIB]     path of a test_rdma.json: MIB MiB, any free port
+#   bad ARGS... -- WORD        $bench with ARGS must exit 2 naming WORD
 #   expect_fail MSG CMD...     run CMD, which must exit non-zero
 #   pass MSG / fail MSG        report and (fail) exit 1
 #
@@ -112,6 +113,19 @@ start_blade() {
   [[ -n $port ]] || { cat "$log" >&2; fail "memory blade '$*' did not listen within ${BLADE_START_TIMEOUT}s"; }
   BLADE_PID=$pid
   BLADE_PORT=$port
+}
+
+# bad ARGS... -- WORD: "$bench 1 1 --dump-file '' ARGS" (bench: set by the
+# test) must exit 2 with WORD in its message.
+bad() {
+  local word=${*: -1}
+  local args=("${@:1:$#-2}")
+  set +e
+  "$bench" 1 1 --dump-file "" "${args[@]}" >"$WORK_DIR/out" 2>&1
+  local status=$?
+  set -e
+  ((status == 2)) || { cat "$WORK_DIR/out" >&2; fail "'${args[*]}' exited $status, expected 2"; }
+  grep -q -- "$word" "$WORK_DIR/out" || { cat "$WORK_DIR/out" >&2; fail "'${args[*]}': the message does not name $word"; }
 }
 
 # Runs a command that must fail; its output goes to $WORK_DIR/expect_fail.log.

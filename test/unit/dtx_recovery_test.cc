@@ -162,40 +162,49 @@ TEST_F(DtxRecoveryTest, ACommitThatLandedEverywhereBeforeItsUnlocksIsRolledForwa
 class DtxShortLeaseTest : public DtxRecoveryTest {
  protected:
   DtxShortLeaseTest() { lease_ns_ = 200000000; }  // 0.2 s
+
+  // Starts a second client (the holder) that locks accounts a and b to move
+  // 400 from a to b, and stops between its validation and its writes (its
+  // session stays open) until resume_ is set; returns once it holds both
+  // locks. Its commit's status goes to late_.
+  std::thread StopHolding(uint64_t from, uint64_t to) {
+    std::atomic<bool> holding{false};
+    std::thread holder([this, from, to, &holding] {
+      auto in = Connect();
+      auto db = Open(*in);
+      const std::thread::id me = std::this_thread::get_id();
+      SetFaultPointHook("dtx.commit.validated", [this, me] {
+        if (std::this_thread::get_id() != me) return;
+        while (!resume_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      });
+      Transaction tx(*db);
+      tx.begin();
+      const int a = tx.write(kAccounts, from);
+      const int b = tx.write(kAccounts, to);
+      Status s = tx.execute();
+      holding = true;
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      *tx.value_as<int64_t>(a) -= 400;
+      *tx.value_as<int64_t>(b) += 400;
+      late_ = tx.commit();
+      tx.flush();
+    });
+    while (!holding.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return holder;
+  }
+
+  std::atomic<bool> resume_{false};
+  Status late_;
 };
 
 TEST_F(DtxShortLeaseTest, AStoppedHolderIsTakenOverAfterItsLeaseAndFindsOutBeforeWriting) {
-  std::atomic<bool> taken_over{false}, holding{false};
-  Status late;
-  std::thread holder([&] {
-    auto in = Connect();
-    auto db = Open(*in);
-    const std::thread::id me = std::this_thread::get_id();
-    SetFaultPointHook("dtx.commit.validated", [&] {
-      // Stopped between validation and its writes until the other client
-      // took its locks over (its session stays open).
-      if (std::this_thread::get_id() != me) return;
-      while (!taken_over.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    });
-    Transaction tx(*db);
-    tx.begin();
-    const int a = tx.write(kAccounts, 40);
-    const int b = tx.write(kAccounts, 41);
-    Status s = tx.execute();
-    holding = true;
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    *tx.value_as<int64_t>(a) -= 400;
-    *tx.value_as<int64_t>(b) += 400;
-    late = tx.commit();
-    tx.flush();
-  });
-  while (!holding.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread holder = StopHolding(40, 41);
   const uint64_t start = NowNs();
   TransferUntilCommitted(40, 41, 3, 10);
   const double waited = static_cast<double>(NowNs() - start) / 1e9;
-  taken_over = true;
+  resume_ = true;
   holder.join();
-  EXPECT_EQ(late.code(), Status::Code::kLockLost) << "a holder whose locks were taken over went on: " << late.ToString();
+  EXPECT_EQ(late_.code(), Status::Code::kLockLost) << "a holder whose locks were taken over went on: " << late_.ToString();
   EXPECT_GE(waited, 0.2) << "the locks were taken over before the lease ran out";
   EXPECT_GE(db_->stats().recoveries, 1u);
   Transaction tx(*db_);
@@ -207,27 +216,7 @@ TEST_F(DtxShortLeaseTest, AStoppedHolderIsTakenOverAfterItsLeaseAndFindsOutBefor
 TEST_F(DtxShortLeaseTest, EveryLockOfAHolderFoundDeadIsRecoveredWithoutAnotherLease) {
   // The holder stops before its undo record landed, so recovering one of its
   // locks cannot find the other; the survivor meets that one next.
-  std::atomic<bool> release{false}, holding{false};
-  Status late;
-  std::thread holder([&] {
-    auto in = Connect();
-    auto db = Open(*in);
-    const std::thread::id me = std::this_thread::get_id();
-    SetFaultPointHook("dtx.commit.validated", [&] {
-      if (std::this_thread::get_id() != me) return;
-      while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    });
-    Transaction tx(*db);
-    tx.begin();
-    tx.write(kAccounts, 50);
-    tx.write(kAccounts, 51);
-    Status s = tx.execute();
-    holding = true;
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    late = tx.commit();
-    tx.flush();
-  });
-  while (!holding.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread holder = StopHolding(50, 51);
   Transaction tx(*db_);
   Status s;
   for (int i = 0; i < 100000; ++i) {
@@ -246,9 +235,9 @@ TEST_F(DtxShortLeaseTest, EveryLockOfAHolderFoundDeadIsRecoveredWithoutAnotherLe
   if (!s.ok()) s = Transfer(tx, 51, 61, 5);
   EXPECT_TRUE(s.ok()) << s.ToString();
   ASSERT_TRUE(tx.flush().ok());
-  release = true;
+  resume_ = true;
   holder.join();
-  EXPECT_EQ(late.code(), Status::Code::kLockLost) << late.ToString();
+  EXPECT_EQ(late_.code(), Status::Code::kLockLost) << late_.ToString();
   ExpectCleanState();
 }
 

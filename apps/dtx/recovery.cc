@@ -16,7 +16,7 @@ namespace {
 using Buffers = Database::ThreadState::RecoveryBuffers;
 
 // The calling task's registered buffers.
-Buffers& ThreadBuffers(Database& db) {
+Buffers& TaskBuffers(Database& db) {
   Database::ThreadState& ts = db.thread_state_for_recovery();
   if (ts.recovery.empty()) ts.recovery.resize(kMaxTasksPerThread);
   const int task = this_task::id();
@@ -54,7 +54,7 @@ Status Release(Initiator& in, uint64_t* word, GlobalAddress slot, uint64_t expec
 Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, RecoveryReport* report) {
   *report = RecoveryReport();
   Initiator& in = db.initiator();
-  Buffers& b = ThreadBuffers(db);
+  Buffers& b = TaskBuffers(db);
   const uint64_t owner = found_lock & ~kInvisible;
   if (!IsHeldLockWord(owner)) {
     return Status::Internal("dtx: recovery of a lock word that names no owner (" + DescribeRecordLock(found_lock) + ")");
@@ -183,7 +183,7 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
 Status SweepDeadLocks(Database& db, int* recovered) {
   *recovered = 0;
   Initiator& in = db.initiator();
-  Buffers& b = ThreadBuffers(db);
+  Buffers& b = TaskBuffers(db);
   LeaseOptions session_only = db.options().lease;
   for (const TableInfo& t : db.tables()) {
     const bool whole_nodes = t.node_bytes() <= kLogSlotBytes;

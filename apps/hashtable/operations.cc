@@ -9,7 +9,9 @@
 // Every inserter re-reads the candidates after its CAS and clears every copy
 // but the one at the lowest slot address; readers and writers also act on
 // the lowest-address copy, so the surviving value never changes behind a
-// reader's back. Deletes remove every copy they see.
+// reader's back. Deletes remove every copy they see. An insert caches its
+// slot for speculative lookup only once its copy is known to be the lowest:
+// an update through the cache must never land in a copy about to be removed.
 //
 // Reclamation. A block replaced by update/insert or removed by delete is
 // retired by the client whose CAS unlinked it (exactly one CAS succeeds)
@@ -22,6 +24,7 @@
 // live keys plus the blocks retired within one grace period.
 #include <algorithm>
 
+#include "smart/fault_injection.h"
 #include "table_internal.h"
 
 namespace smart::hashtable {
@@ -219,6 +222,7 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
     const uint64_t expected = v.slot(best_bucket, best_slot);
     const uint64_t desired = SlotWithParity(new_slot, HeaderDepth(v.header(best_bucket)));
     const GlobalAddress slot(sh.node, v.slot_offset(best_bucket, best_slot));
+    FaultPoint("ht.insert.claiming");
     s = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
     if (!s.ok()) return s;
     if (tb->words[0] != expected) {
@@ -226,14 +230,25 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
       g.retry_task();
       continue;
     }
-    if (options_.speculative_lookup) cache_put(h.primary, slot, desired);
-    return remove_duplicates(si, sh, key, h, *tb, g);
+    FaultPoint("ht.insert.claimed");
+    // The slot is cached only once it is known to be the key's lowest copy:
+    // an update through the cache must never land in a copy that this
+    // insert is about to remove as a duplicate.
+    return remove_duplicates(si, sh, key, h, *tb, g, slot, desired);
   }
   return bound.status();
 }
 
 Status Ops::remove_duplicates(int si, const Shard& sh, std::string_view key, const KeyHash& h, TaskBuffers& tb,
-                              BackoffGuard& g) {
+                              BackoffGuard& g, GlobalAddress own_slot, uint64_t own_value) {
+  // The insert's own copy goes into the speculative cache if it survives
+  // as the key's first copy.
+  auto cache_if_first = [&](const FindResult& r) {
+    if (options_.speculative_lookup && r.copies > 0 && r.first.slot_offset == own_slot.offset &&
+        r.first.slot_value == own_value) {
+      cache_put(h.primary, own_slot, own_value);
+    }
+  };
   RetryBound bound(*this, si, sh);
   for (; bound.more(); bound.next()) {
     View v;
@@ -245,7 +260,10 @@ Status Ops::remove_duplicates(int si, const Shard& sh, std::string_view key, con
       g.retry_task();
       continue;
     }
-    if (r.copies <= 1) return Status::OK();
+    if (r.copies <= 1) {
+      cache_if_first(r);
+      return Status::OK();
+    }
     bool again = false;
     for (int i = 0; i < r.copies; ++i) {
       const Copy& c = r.all[i];
@@ -266,7 +284,10 @@ Status Ops::remove_duplicates(int si, const Shard& sh, std::string_view key, con
         again = true;
       }
     }
-    if (!again) return Status::OK();
+    if (!again) {
+      cache_if_first(r);
+      return Status::OK();
+    }
     g.retry_task();
   }
   return bound.status();

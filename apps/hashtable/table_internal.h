@@ -252,8 +252,10 @@ class Ops {
   // Update (insert == false) or upsert (insert == true) of `key`.
   Status write(int si, const Shard& sh, std::string_view key, const KeyHash& h, std::string_view value, bool insert);
   // After an insert: keep only the lowest-address copy of the key.
+  // After an insert claimed own_slot (now holding own_value): clears every
+  // other copy of the key but the lowest.
   Status remove_duplicates(int si, const Shard& sh, std::string_view key, const KeyHash& h, TaskBuffers& tb,
-                           BackoffGuard& g);
+                           BackoffGuard& g, GlobalAddress own_slot, uint64_t own_value);
   Status remove(int si, const Shard& sh, std::string_view key, const KeyHash& h);
   Status read_modify_write(int si, const Shard& sh, std::string_view key, const KeyHash& h,
                            const std::function<void(std::string*)>& modify);

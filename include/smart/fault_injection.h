@@ -31,6 +31,8 @@
 /// Named points in the code (cheap when SMART_FAULTS is unset: one branch
 /// on a flag): ht.split.locked, ht.split.frozen, ht.split.rewriting,
 /// ht.split.publishing (SMART-HT's split, apps/hashtable/split.cc),
+/// ht.insert.claiming and ht.insert.claimed (an insert of an absent key,
+/// before and after the CAS that claims its slot, apps/hashtable/operations.cc),
 /// ht.build.subtable (building the table, apps/hashtable/build.cc),
 /// ht.directory.read (a directory refresh, between reading the directory's
 /// header and its entries, apps/hashtable/directory.cc),

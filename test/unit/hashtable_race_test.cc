@@ -8,6 +8,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "hash_table.h"
 #include "smart/bench.h"
@@ -167,6 +168,81 @@ TEST_F(HashTableRaceTest, ZipfWritersOnTwentyFourKeysAgreeWithTheirLogs) {
   options_.spread_inserts_for_tests = true;
   Open(300, "delay=20us@cas#3+");
   ContendAndCheck(24, true, 3000);
+}
+
+// Two inserts of an absent key race into different slots; the one whose
+// copy is not at the lowest address removes it as a duplicate after its
+// CAS. An update that starts after the other insert returned, and lands in
+// that doomed copy (through the thread's cache of the slot it just
+// claimed), would be lost with it: the update must act on the lowest copy,
+// so that after both inserts a read returns the update's value or the late
+// insert's, never the value of the insert that returned before the update
+// began.
+TEST_F(HashTableRaceTest, AnUpdateNeverLandsInACopyItsInserterWillRemove) {
+  options_.spread_inserts_for_tests = true;
+  options_.speculative_lookup = true;
+  Open(300, "");
+  // Runs fn as a task of a thread of its own.
+  auto on_other_thread = [&](const std::function<void()>& fn) {
+    std::thread t([&] {
+      {
+        TaskPool pool;
+        pool.spawn(fn);
+        pool.run();
+      }
+      initiator_->release_thread();
+    });
+    t.join();
+  };
+  int seen = 0;
+  for (int k = 0; k < 64 && seen < 4; ++k) {
+    const std::string key = "race" + std::to_string(k);
+    std::thread::id inserter;
+    bool before_cas = false, after_cas = false, scenario = false;
+    HashTable::Location early{};
+    Status updated = Status::OK();
+    // Between the late insert's read (the key absent) and its CAS, another
+    // thread inserts the key and returns.
+    SetFaultPointHook("ht.insert.claiming", [&] {
+      if (std::this_thread::get_id() != inserter || before_cas) return;
+      before_cas = true;
+      on_other_thread([&] {
+        ASSERT_TRUE(table_->insert(key, "early").ok());
+        ASSERT_TRUE(table_->locate(key, &early).ok());
+      });
+    });
+    // The late insert has claimed its slot. When the early copy is the
+    // lower one, the late copy is doomed; an update begins now.
+    SetFaultPointHook("ht.insert.claimed", [&] {
+      if (std::this_thread::get_id() != inserter || after_cas) return;
+      after_cas = true;
+      int copies = 0;
+      HashTable::Location lowest{};
+      ASSERT_TRUE(table_->count_copies(key, &copies).ok());
+      ASSERT_TRUE(table_->locate(key, &lowest).ok());
+      scenario = copies == 2 && lowest.slot == early.slot;
+      if (scenario) updated = table_->update(key, "update");
+    });
+    std::string found;
+    RunTasks(1, 1, [&](int) {
+      inserter = std::this_thread::get_id();
+      ASSERT_TRUE(table_->insert(key, "late").ok());
+      inserter = std::thread::id();
+      if (scenario) ASSERT_TRUE(table_->search(key, &found).ok());
+    });
+    SetFaultPointHook("ht.insert.claiming", nullptr);
+    SetFaultPointHook("ht.insert.claimed", nullptr);
+    ASSERT_TRUE(before_cas) << key << ": the late insert never reached its CAS";
+    if (!scenario) continue;
+    ++seen;
+    ASSERT_TRUE(updated.ok()) << key << ": " << updated.ToString();
+    int copies = 0;
+    ASSERT_TRUE(table_->count_copies(key, &copies).ok());
+    EXPECT_EQ(copies, 1) << key;
+    EXPECT_NE(found, "early") << key << ": the acknowledged update was lost with the duplicate it landed in";
+    EXPECT_TRUE(found == "update" || found == "late") << key << ": read " << found;
+  }
+  EXPECT_GT(seen, 0) << "no key left the early insert's copy below the late one's";
 }
 
 // Each task updates keys only it writes and reads every update back while

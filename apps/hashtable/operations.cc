@@ -9,9 +9,12 @@
 // Every inserter re-reads the candidates after its CAS and clears every copy
 // but the one at the lowest slot address; readers and writers also act on
 // the lowest-address copy, so the surviving value never changes behind a
-// reader's back. Deletes remove every copy they see. An insert caches its
-// slot for speculative lookup only once its copy is known to be the lowest:
-// an update through the cache must never land in a copy about to be removed.
+// reader's back. Deletes remove every copy they see, the lowest last (a
+// higher copy may hold a value that writes to the lowest superseded). A
+// search or write that could not check a candidate's block reads again, as
+// that candidate may be the lowest copy. An insert caches its slot for
+// speculative lookup only once its copy is known to be the lowest: an
+// update through the cache must never land in a copy about to be removed.
 //
 // Reclamation. A block replaced by update/insert or removed by delete is
 // retired by the client whose CAS unlinked it (exactly one CAS succeeds)
@@ -50,15 +53,17 @@ Status Ops::search(int si, const Shard& sh, std::string_view key, const KeyHash&
     FindResult r;
     s = locate(si, sh, key, h, *tb, nullptr, ViewUse::kRead, &v, &r);
     if (!s.ok()) return s;
-    if (r.copies > 0) {
-      AssignValue(value, r.first.value);
-      if (options_.speculative_lookup) cache_put(h.primary, GlobalAddress(sh.node, r.first.slot_offset), r.first.slot_value);
-      return Status::OK();
-    }
+    // A candidate whose block failed its check may be the lowest copy: the
+    // one that holds the key's value.
     if (r.retry) {
       bound.why = "a block named by the key's slot keeps failing its checksum";
       this_task::yield();
       continue;
+    }
+    if (r.copies > 0) {
+      AssignValue(value, r.first.value);
+      if (options_.speculative_lookup) cache_put(h.primary, GlobalAddress(sh.node, r.first.slot_offset), r.first.slot_value);
+      return Status::OK();
     }
     // A miss is confirmed by a second read, which a concurrent split
     // cannot fool twice.
@@ -127,7 +132,7 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
     FindResult r;
     s = locate(si, sh, key, h, *tb, &g, insert ? ViewUse::kWrite : ViewUse::kUpdate, &v, &r);
     if (!s.ok()) return s;
-    if (r.copies == 0 && r.retry) {
+    if (r.retry) {
       bound.why = "a block named by the key's slot keeps failing its checksum";
       g.retry_task();
       continue;
@@ -299,34 +304,42 @@ Status Ops::remove(int si, const Shard& sh, std::string_view key, const KeyHash&
   if (!s.ok()) return s;
   BackoffGuard g(tc_.backoff);
   cache_erase(h.primary);
-  bool confirmed = false, removed = false;
+  bool confirmed = false;
   RetryBound bound(*this, si, sh);
   for (; bound.more(); bound.next()) {
     View v;
     FindResult r;
     s = locate(si, sh, key, h, *tb, &g, ViewUse::kWrite, &v, &r);
     if (!s.ok()) return s;
-    if (r.copies == 0 && r.retry) {
+    if (r.retry) {
       bound.why = "a block named by the key's slot keeps failing its checksum";
       g.retry_task();
       continue;
     }
     if (r.copies == 0) {
-      if (removed) return Status::OK();
       if (!confirmed) {
         confirmed = true;
         continue;
       }
       return NotFoundStatus();
     }
-    const uint64_t expected = r.first.slot_value;
+    // Copies go highest address first and the lowest last. The lowest is
+    // the key's value for every reader; a higher one (an insert that raced
+    // with an earlier write and has not removed its duplicate yet) may hold
+    // a value that later writes superseded, and removing the lowest first
+    // would let a reader see it again.
+    const Copy* target = &r.first;
+    for (int i = 0; i < r.copies; ++i) {
+      if (r.all[i].slot_offset > target->slot_offset) target = &r.all[i];
+    }
+    const uint64_t expected = target->slot_value;
     if (SlotFrozen(expected)) {
       bound.why = "the key's slots stay frozen by a split";
       g.retry_task();
       continue;
     }
-    s = in_.compare_and_swap(tb->words, GlobalAddress(sh.node, r.first.slot_offset), expected,
-                             EmptySlot(HeaderDepth(v.header(r.first.bucket))), Option::kSync);
+    s = in_.compare_and_swap(tb->words, GlobalAddress(sh.node, target->slot_offset), expected,
+                             EmptySlot(HeaderDepth(v.header(target->bucket))), Option::kSync);
     if (!s.ok()) return s;
     if (tb->words[0] != expected) {
       ++tc_.stats.cas_failures;
@@ -334,9 +347,9 @@ Status Ops::remove(int si, const Shard& sh, std::string_view key, const KeyHash&
       continue;
     }
     retire_block(sh, expected);
-    removed = true;
-    // A transient duplicate (concurrent inserts) must go too.
     if (r.copies == 1) return Status::OK();
+    ++tc_.stats.duplicates_removed;
+    FaultPoint("ht.remove.duplicate_removed");
   }
   return bound.status();
 }
@@ -363,7 +376,7 @@ Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, con
     FindResult r;
     s = locate(si, sh, key, h, *tb, &g, ViewUse::kWrite, &v, &r);
     if (!s.ok()) return s;
-    if (r.copies == 0 && r.retry) {
+    if (r.retry) {
       bound.why = "a block named by the key's slot keeps failing its checksum";
       g.retry_task();
       continue;

@@ -88,8 +88,9 @@ class HashTableRaceTest : public ::testing::Test {
       WriterLog& log = logs[w];
       for (int n = 0; n < ops; ++n) {
         const std::string key = Hot(chooser.next(rng));
-        const std::string value = "w" + std::to_string(w) + "." + std::to_string(n);
         const int what = static_cast<int>(rng() % 100);
+        // i: written by an insert, u: by an update (for the check's report).
+        const std::string value = "w" + std::to_string(w) + "." + std::to_string(n) + (what < 20 ? "i" : "u");
         const uint64_t start = WriterLog::begin();
         if (what < 20) {
           ASSERT_TRUE(table_->insert(key, value).ok()) << key;
@@ -148,6 +149,57 @@ class HashTableRaceTest : public ::testing::Test {
     EXPECT_GT(table_->stats().cas_failures, 0u);
   }
 
+  // Runs fn as a task of a thread of its own, and waits for it.
+  void OnOtherThread(const std::function<void()>& fn) {
+    std::thread t([&] {
+      {
+        TaskPool pool;
+        pool.spawn(fn);
+        pool.run();
+      }
+      initiator_->release_thread();
+    });
+    t.join();
+  }
+
+  // Inserts `key` ("late") in a task of a thread of its own, while another
+  // thread inserts it too ("early") between the late insert's read, which
+  // found the key absent, and its CAS: two copies in different slots. Then
+  // runs claimed(early_is_lowest) in the late insert's task, before it
+  // removes the duplicate. Returns false when the inserts met in one slot.
+  bool RaceTwoInserts(const std::string& key, const std::function<void(bool)>& claimed) {
+    std::thread::id inserter;
+    bool before_cas = false, after_cas = false;
+    HashTable::Location early{};
+    SetFaultPointHook("ht.insert.claiming", [&] {
+      if (std::this_thread::get_id() != inserter || before_cas) return;
+      before_cas = true;
+      OnOtherThread([&] {
+        ASSERT_TRUE(table_->insert(key, "early").ok());
+        ASSERT_TRUE(table_->locate(key, &early).ok());
+      });
+    });
+    SetFaultPointHook("ht.insert.claimed", [&] {
+      if (std::this_thread::get_id() != inserter || after_cas) return;
+      after_cas = true;
+      int copies = 0;
+      HashTable::Location lowest{};
+      ASSERT_TRUE(table_->count_copies(key, &copies).ok());
+      ASSERT_TRUE(table_->locate(key, &lowest).ok());
+      if (copies == 2) claimed(lowest.slot == early.slot);
+      else after_cas = false;
+    });
+    RunTasks(1, 1, [&](int) {
+      inserter = std::this_thread::get_id();
+      EXPECT_TRUE(table_->insert(key, "late").ok()) << key;
+      inserter = std::thread::id();
+    });
+    SetFaultPointHook("ht.insert.claiming", nullptr);
+    SetFaultPointHook("ht.insert.claimed", nullptr);
+    EXPECT_TRUE(before_cas) << key << ": the late insert never reached its CAS";
+    return after_cas;
+  }
+
   static std::string Hot(int k) { return "hot" + std::to_string(k); }
   static std::string Own(int w, int i) { return "own" + std::to_string(w) + "." + std::to_string(i); }
 
@@ -182,67 +234,71 @@ TEST_F(HashTableRaceTest, AnUpdateNeverLandsInACopyItsInserterWillRemove) {
   options_.spread_inserts_for_tests = true;
   options_.speculative_lookup = true;
   Open(300, "");
-  // Runs fn as a task of a thread of its own.
-  auto on_other_thread = [&](const std::function<void()>& fn) {
-    std::thread t([&] {
-      {
-        TaskPool pool;
-        pool.spawn(fn);
-        pool.run();
-      }
-      initiator_->release_thread();
-    });
-    t.join();
-  };
   int seen = 0;
   for (int k = 0; k < 64 && seen < 4; ++k) {
     const std::string key = "race" + std::to_string(k);
-    std::thread::id inserter;
-    bool before_cas = false, after_cas = false, scenario = false;
-    HashTable::Location early{};
+    bool scenario = false;
     Status updated = Status::OK();
-    // Between the late insert's read (the key absent) and its CAS, another
-    // thread inserts the key and returns.
-    SetFaultPointHook("ht.insert.claiming", [&] {
-      if (std::this_thread::get_id() != inserter || before_cas) return;
-      before_cas = true;
-      on_other_thread([&] {
-        ASSERT_TRUE(table_->insert(key, "early").ok());
-        ASSERT_TRUE(table_->locate(key, &early).ok());
-      });
-    });
-    // The late insert has claimed its slot. When the early copy is the
-    // lower one, the late copy is doomed; an update begins now.
-    SetFaultPointHook("ht.insert.claimed", [&] {
-      if (std::this_thread::get_id() != inserter || after_cas) return;
-      after_cas = true;
-      int copies = 0;
-      HashTable::Location lowest{};
-      ASSERT_TRUE(table_->count_copies(key, &copies).ok());
-      ASSERT_TRUE(table_->locate(key, &lowest).ok());
-      scenario = copies == 2 && lowest.slot == early.slot;
+    // The early copy is the lower one, so the late copy is doomed; an
+    // update of the late insert's thread begins now.
+    RaceTwoInserts(key, [&](bool early_is_lowest) {
+      scenario = early_is_lowest;
       if (scenario) updated = table_->update(key, "update");
     });
-    std::string found;
-    RunTasks(1, 1, [&](int) {
-      inserter = std::this_thread::get_id();
-      ASSERT_TRUE(table_->insert(key, "late").ok());
-      inserter = std::thread::id();
-      if (scenario) ASSERT_TRUE(table_->search(key, &found).ok());
-    });
-    SetFaultPointHook("ht.insert.claiming", nullptr);
-    SetFaultPointHook("ht.insert.claimed", nullptr);
-    ASSERT_TRUE(before_cas) << key << ": the late insert never reached its CAS";
     if (!scenario) continue;
     ++seen;
     ASSERT_TRUE(updated.ok()) << key << ": " << updated.ToString();
     int copies = 0;
     ASSERT_TRUE(table_->count_copies(key, &copies).ok());
     EXPECT_EQ(copies, 1) << key;
+    std::string found;
+    ASSERT_TRUE(table_->search(key, &found).ok()) << key;
     EXPECT_NE(found, "early") << key << ": the acknowledged update was lost with the duplicate it landed in";
     EXPECT_TRUE(found == "update" || found == "late") << key << ": read " << found;
   }
   EXPECT_GT(seen, 0) << "no key left the early insert's copy below the late one's";
+}
+
+// Two copies of a key: the late insert's, lowest, and the early insert's,
+// which returned first and holds a value the late copy supersedes. An
+// update then changes the lowest copy, and a delete removes both. While the
+// delete has removed one copy and not the other, a reader must not see the
+// early value again: a delete removes the lowest copy last.
+TEST_F(HashTableRaceTest, ADeleteNeverBringsBackAValueAnUpdateReplaced) {
+  options_.spread_inserts_for_tests = true;
+  Open(300, "");
+  int seen = 0;
+  for (int k = 0; k < 64 && seen < 4; ++k) {
+    const std::string key = "race" + std::to_string(k);
+    std::string between;
+    bool deleted_between = false;
+    Status deleted = Status::OK();
+    const bool raced = RaceTwoInserts(key, [&](bool early_is_lowest) {
+      if (early_is_lowest) return;
+      ASSERT_TRUE(table_->update(key, "update").ok()) << key;
+      std::thread::id deleter;
+      SetFaultPointHook("ht.remove.duplicate_removed", [&] {
+        if (std::this_thread::get_id() != deleter || deleted_between) return;
+        deleted_between = true;
+        const Status s = table_->search(key, &between);
+        if (s.code() == Status::Code::kNotFound) between = "(absent)";
+        else ASSERT_TRUE(s.ok()) << s.ToString();
+      });
+      OnOtherThread([&] {
+        deleter = std::this_thread::get_id();
+        deleted = table_->remove(key);
+      });
+      SetFaultPointHook("ht.remove.duplicate_removed", nullptr);
+    });
+    if (!raced || !deleted_between) continue;
+    ++seen;
+    ASSERT_TRUE(deleted.ok()) << key << ": " << deleted.ToString();
+    EXPECT_NE(between, "early") << key << ": halfway through the delete, a reader saw the value the update replaced";
+    EXPECT_TRUE(between == "update" || between == "(absent)") << key << ": read " << between;
+    std::string found;
+    EXPECT_EQ(table_->search(key, &found).code(), Status::Code::kNotFound) << key << ": read " << found;
+  }
+  EXPECT_GT(seen, 0) << "no key left the late insert's copy below the early one's";
 }
 
 // Each task updates keys only it writes and reads every update back while

@@ -60,6 +60,24 @@ class WriterLog {
   std::vector<LoggedOp> ops_;
 };
 
+// The operations of one key that overlap [from, to], by start time, with
+// times in ns from `from`: what a failed check shows to explain itself.
+inline std::string Around(const std::vector<LoggedOp>& ops, uint64_t from, uint64_t to) {
+  std::vector<const LoggedOp*> near;
+  for (const LoggedOp& op : ops) {
+    if (op.end_ns >= from && op.start_ns <= to) near.push_back(&op);
+  }
+  std::sort(near.begin(), near.end(), [](const LoggedOp* a, const LoggedOp* b) { return a->start_ns < b->start_ns; });
+  std::string out = "  operations on the key from then to the read (ns after the write began):\n";
+  for (const LoggedOp* op : near) {
+    const char* kind = op->kind == LoggedOp::kWrite ? "write" : op->kind == LoggedOp::kRemove ? "delete" : "read";
+    out += "    " + std::string(kind) + " " + (op->kind == LoggedOp::kRead && !op->present ? "(absent)" : op->value) +
+           " " + std::to_string(static_cast<int64_t>(op->start_ns - from)) + ".." +
+           std::to_string(static_cast<int64_t>(op->end_ns - from)) + "\n";
+  }
+  return out;
+}
+
 // Checks one key's history (the writers' logs merged, the final state as a
 // last read). `initial` is the value the key held before the writers began
 // (nullptr: absent). Returns an empty string, or what went wrong.
@@ -114,7 +132,7 @@ inline std::string CheckKeyHistory(const std::string& key, const std::vector<Log
       if (next < r.start_ns) {
         return key + ": read \"" + r.value + "\" (written by " + at(x.start_ns) + ".." + at(x.end_ns) +
                ") at " + at(r.start_ns) + ", but a later write or delete had returned at " + at(next) +
-               ": an acknowledged change was lost";
+               ": an acknowledged change was lost\n" + Around(ops, x.start_ns, r.end_ns);
       }
     } else {
       // The latest removal the read may follow.

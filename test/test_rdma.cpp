@@ -200,6 +200,7 @@ int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int thread
 }  // namespace
 
 int main(int argc, char** argv) {
+  smart::EnableStackOverflowReports();
   CLI::App app{"test_rdma: one-sided RDMA micro benchmark (no arguments: serve as a memory blade)"};
   std::vector<int> positional;
   std::string config_path;

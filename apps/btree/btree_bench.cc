@@ -21,6 +21,7 @@
 #include "smart/logging.h"
 #include "smart/ycsb.h"
 #include "smart/ycsb_driver.h"
+#include "smart/task.h"
 
 namespace {
 
@@ -142,6 +143,7 @@ int Run(const YcsbOptions& o, const Flags& f, const DataStructureConfig& config,
 }  // namespace
 
 int main(int argc, char** argv) {
+  smart::EnableStackOverflowReports();
   CLI::App app{"btree_bench: YCSB on SMART-BT (a Sherman-style B+tree on disaggregated memory)"};
   int threads = 0, coros = 0;
   Flags f;

@@ -10,6 +10,7 @@
 #include "smart/bench.h"
 #include "smart/initiator.h"
 #include "smart/logging.h"
+#include "smart/task.h"
 #include "verify.h"
 
 namespace smart::dtx {
@@ -58,6 +59,7 @@ void ListKeys(Database& db, uint16_t table, const std::string& path) {
 }  // namespace
 
 int BenchMain::run(int argc, char** argv, const std::function<Workload(TransactionConfig&)>& make) {
+  EnableStackOverflowReports();
   try {
     app_.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -123,6 +123,7 @@ int Run(const YcsbOptions& o, const DataStructureConfig& config, SmartConfig sma
 }  // namespace
 
 int main(int argc, char** argv) {
+  smart::EnableStackOverflowReports();
   CLI::App app{"hashtable_bench: YCSB on SMART-HT (a RACE-style hash table on disaggregated memory)"};
   int threads = 0, coros = 0;
   std::string config_path, dataset, dump;

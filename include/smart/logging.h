@@ -1,8 +1,10 @@
 /// @file
-/// Log lines go to stderr with a one-letter level; results go to stdout.
+/// Log lines go to stderr with a one-letter level (or to a sink the host
+/// program sets); results go to stdout.
 #pragma once
 
 #include <cstdio>
+#include <functional>
 
 namespace smart {
 
@@ -14,6 +16,17 @@ void LogPrintf(LogLevel level, const char* fmt, ...) __attribute__((format(print
 
 /// When false, info lines are suppressed (warnings and errors still print).
 void SetVerbose(bool verbose);
+
+/// Receives every log line the library emits: its level and its text
+/// (without the level tag and the newline). Called on the thread that logs,
+/// possibly from several threads at once; it must not log through the
+/// library itself.
+using LogSink = std::function<void(LogLevel level, const char* line)>;
+
+/// Routes the library's log lines to `sink` instead of stderr; an empty
+/// sink restores stderr. Lines suppressed by SetVerbose(false) are not
+/// passed on. May be called at any time, from any thread.
+void SetLogSink(LogSink sink);
 
 }  // namespace smart
 

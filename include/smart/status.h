@@ -17,8 +17,9 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
-/// The outcome of a data-path call: OK, or a code with a message.
-class Status {
+/// The outcome of a data-path call: OK, or a code with a message. A Status
+/// that is dropped unread is a compile-time warning ([[nodiscard]]).
+class [[nodiscard]] Status {
  public:
   /// What kind of failure a Status reports.
   enum class Code : uint8_t {

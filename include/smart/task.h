@@ -35,6 +35,15 @@ class CompletionPoller {
   virtual bool pending() const = 0;
 };
 
+/// Opt-in crash report: from this call on, a task that overflows its stack
+/// (touches its guard page) ends the process with a message that names the
+/// overflow instead of a bare segmentation fault. It installs a
+/// process-wide SIGSEGV handler (which hands any other fault to the handler
+/// installed before it) and an alternate signal stack in each thread that
+/// runs a TaskPool, so a library user's own handlers are left alone unless
+/// the program asks. The framework's benches and backends turn it on.
+void EnableStackOverflowReports();
+
 /// Stack size and task limit of a TaskPool.
 struct TaskPoolOptions {
   size_t stack_size = 64 * 1024;  ///< bytes, rounded up to pages; plus a guard page

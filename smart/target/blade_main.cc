@@ -9,10 +9,12 @@
 #include "smart/config.h"
 #include "smart/logging.h"
 #include "smart/target.h"
+#include "smart/task.h"
 
 namespace smart {
 
 int RunMemoryBladeMain(int argc, char** argv, const char* program, const char* description) {
+  EnableStackOverflowReports();
   CLI::App app{std::string(program) + ": " + description};
   std::string config_path;
   int port = -1;

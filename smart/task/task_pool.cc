@@ -189,11 +189,20 @@ int TaskPool::alive_tasks() const { return impl_->alive; }
 
 TaskPool* TaskPool::Current() { return current_pool; }
 
+namespace {
+std::atomic<bool> g_stack_overflow_reports{false};
+}  // namespace
+
+void EnableStackOverflowReports() {
+  g_stack_overflow_reports.store(true);
+  EnsureAltStackForThisThread();
+}
+
 void TaskPool::run() {
   Impl& im = *impl_;
   if (im.running) throw Error("TaskPool::run: the pool is already running");
   if (current_pool != nullptr) throw Error("TaskPool::run: another pool is running on this thread");
-  EnsureAltStackForThisThread();
+  if (g_stack_overflow_reports.load(std::memory_order_relaxed)) EnsureAltStackForThisThread();
   im.running = true;
   current_pool = this;
   current_impl = &im;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "db_internal.h"
+#include "smart/fault_injection.h"
 #include "smart/remote_lock.h"
 #include "smart/task.h"
 #include "undo_log.h"
@@ -149,6 +150,7 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
                 (before.valid ? now.version == before.version + 1 : now.valid && now.version > before.version);
     }
   }
+  FaultPoint("dtx.recovery.decided");
   report->rolled_forward = forward && !held.empty();
   report->rolled_back = !forward;
   for (const Held& h : held) {

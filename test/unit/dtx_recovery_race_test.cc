@@ -89,7 +89,7 @@ class DtxRecoveryRaceTest : public DtxTest {
   // Recoverer A starts from the account's lock, then moves 7 from account
   // 10 to 12. B goes on when A is done, or as soon as A waits for a lock
   // (the recovery claim B holds).
-  void RaceTwoRecoverers() {
+  void RaceTwoRecoverers(bool b_waits_for_a = false) {
     GlobalAddress account_at, note_at;
     uint64_t account_lock = 0, note_lock = 0;
     LockedSlot(kAccounts, &account_at, &account_lock);
@@ -100,7 +100,7 @@ class DtxRecoveryRaceTest : public DtxTest {
     SetFaultPointHook("dtx.recovery.decided", [&] {
       if (this_task::id() != b_task) return;
       b_decided = true;
-      while (!a_done && !a_waits) this_task::yield();
+      while (!a_done && (b_waits_for_a || !a_waits)) this_task::yield();
     });
     SetFaultPointHook("lock.acquire.wait", [&] {
       if (this_task::id() == a_task) a_waits = true;
@@ -124,9 +124,12 @@ class DtxRecoveryRaceTest : public DtxTest {
     });
     pool.run();
     ASSERT_TRUE(a.ok()) << a.ToString();
-    ASSERT_TRUE(b.ok()) << b.ToString();
+    b_status_ = b;
+    if (!b_waits_for_a) ASSERT_TRUE(b.ok()) << b.ToString();
     ASSERT_TRUE(transfer.ok()) << transfer.ToString();
   }
+
+  Status b_status_;
 
   void ExpectTheTransferKeptAndTheDeadTransactionUndone() {
     Transaction tx(*db_);
@@ -162,6 +165,21 @@ TEST_F(DtxRecoveryRaceTest, ALockReleasedForWantOfAnUndoRecordWaitsForTheRecover
   memset(zeros, 0, kLogSlotBytes);
   ASSERT_TRUE(initiator_->write(zeros, log_slot, kLogSlotBytes).ok());
   RaceTwoRecoverers();
+  ExpectTheTransferKeptAndTheDeadTransactionUndone();
+}
+
+class DtxRecoveryRaceShortLeaseTest : public DtxRecoveryRaceTest {
+ protected:
+  DtxRecoveryRaceShortLeaseTest() { lease_ns_ = 200000000; }  // 0.2 s
+};
+
+TEST_F(DtxRecoveryRaceShortLeaseTest, ARecovererThatStoodStillForALeaseLosesItsClaimAndWritesNothing) {
+  // B holds the claim and stands still after deciding until A took the
+  // claim over (a lease later), recovered and committed its transfer.
+  DieHoldingAnAccountAndTheNote();
+  RaceTwoRecoverers(/*b_waits_for_a=*/true);
+  EXPECT_EQ(b_status_.code(), Status::Code::kRetry)
+      << "a recoverer whose claim was taken over went on: " << b_status_.ToString();
   ExpectTheTransferKeptAndTheDeadTransactionUndone();
 }
 

@@ -105,8 +105,9 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
       if (lock.held()) (void)lock.release();
     }
   } unclaim{claim};
-  // Before each write: a recoverer that stood still for a lease may have
-  // lost the claim to another, which redoes the work; it must stop.
+  // Before each write or release: a recoverer that stood still for a lease
+  // may have lost the claim to another, which redoes the work and may be
+  // acting on the locks this one would change; it must stop.
   auto still_claimed = [&claim, owner]() -> Status {
     Status c = claim.renew_if_due();
     if (c.code() == Status::Code::kLockLost) {
@@ -133,6 +134,8 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
     // Locked before the owner's undo record was written (nothing changed in
     // place), or left by a commit that had completed (the record is new on
     // every replica): either way, only the lock remains.
+    s = still_claimed();
+    if (!s.ok()) return s;
     bool released = false;
     s = Release(in, b.word, found, found_lock, &released);
     report->released += released;
@@ -180,8 +183,6 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
   report->rolled_back = !forward;
   for (const Held& h : held) {
     const TableInfo& t = *h.table;
-    s = still_claimed();
-    if (!s.ok()) return s;
     if (!forward) {
       // Every replica gets the image from before with version + 2 (never the
       // old version: a reader that saw the new one must fail validation),
@@ -198,6 +199,8 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
         ++report->restored;
       }
     }
+    s = still_claimed();
+    if (!s.ok()) return s;
     bool released = false;
     s = Release(in, b.word, SlotAddress(t, 0, h.item->at), h.lock, &released);
     if (!s.ok()) return s;
@@ -205,6 +208,8 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
   }
   // The lock found may belong to a later transaction of the owner than the
   // undo record (locked before its own record was written).
+  s = still_claimed();
+  if (!s.ok()) return s;
   bool released = false;
   s = Release(in, b.word, found, found_lock, &released);
   report->released += released;

@@ -2,6 +2,7 @@
 add_executable(dtx_unit_tests
   unit/dtx_history_test.cc
   unit/dtx_layout_test.cc
+  unit/dtx_recovery_race_test.cc
   unit/dtx_recovery_test.cc
   unit/dtx_tatp_test.cc
   unit/dtx_transaction_test.cc)

@@ -251,8 +251,11 @@ void Database::attach_logs() {
     Status s = initiator_.alloc_memory(blade, bytes, &area);
     if (!s.ok()) Fail(name, "allocating " + std::to_string(bytes >> 10) + " KiB of undo log", blade, s);
     WriteOut(initiator_, buffer, nullptr, bytes, area, nullptr, name, "the undo log");
-    uint64_t header[3] = {kLogAreaMagic, static_cast<uint64_t>(rows),
-                          static_cast<uint64_t>(options_.tasks + 1)};
+    // Every area names the claim of the area on blade 0 (allocated first):
+    // one claim for this client's recoverers, whichever blade they start on.
+    const GlobalAddress claim = GlobalAddress(0, b == 0 ? area.offset : log_area_[0]) + kLogAreaClaimOffset;
+    uint64_t header[5] = {kLogAreaMagic, static_cast<uint64_t>(rows), static_cast<uint64_t>(options_.tasks + 1), 0,
+                          claim.raw};
     memcpy(buffer, header, sizeof(header));
     s = initiator_.write(buffer, area, sizeof(header), Option::kSync);
     if (!s.ok()) Fail(name, "writing the undo log's header", blade, s);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "db_internal.h"
+#include "smart/fault_injection.h"
 #include "smart/remote_lock.h"
 #include "smart/task.h"
 #include "undo_log.h"
@@ -62,9 +63,8 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
   const LockOwner o = DecodeLockWord(owner);
   const node_t blade = static_cast<node_t>(found.node);
 
-  // The owner's undo record, through the blade's log directory.
-  UndoRecord undo;
-  bool have_undo = false;
+  // The owner's log area on this blade, through the blade's log directory.
+  uint64_t header[kLogAreaHeaderBytes / 8] = {};
   GlobalAddress area;
   Status s = in.read(b.word, db.log_directory(blade) + 8 * uint64_t{o.session.slot}, sizeof(uint64_t), Option::kSync);
   if (!s.ok()) return s;
@@ -73,14 +73,57 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
     area = GlobalAddress(blade, LogDirectoryOffset(entry));
     s = in.read(b.log, area, kLogAreaHeaderBytes, Option::kSync);
     if (!s.ok()) return s;
-    uint64_t header[3];
     memcpy(header, b.log, sizeof(header));
-    if (header[0] == kLogAreaMagic && o.thread < header[1] && o.task < header[2]) {
-      s = in.read(b.log, area + LogSlotOffset(static_cast<int>(header[2]), o.thread, o.task), kLogSlotBytes,
-                  Option::kSync);
-      if (!s.ok()) return s;
-      have_undo = DecodeUndo(b.log, kLogSlotBytes, SlotBytesOf, &db, &undo).empty();
+  }
+  const GlobalAddress claim_at(header[kLogAreaClaimAddressOffset / 8]);
+  if (header[0] != kLogAreaMagic || static_cast<int>(claim_at.node) >= db.blades()) {
+    // No log area of the owner's incarnation (its session slot was taken by
+    // a new client, DESIGN.md): no undo record and no claim to find; only
+    // the lock can be released.
+    bool released = false;
+    s = Release(in, b.word, found, found_lock, &released);
+    report->released += released;
+    return s;
+  }
+
+  // One recoverer at a time settles the owner's transactions, whichever of
+  // its locks it met on whichever blade: every log area of the owner names
+  // one claim (the one on blade 0). A recoverer decides from the locks it
+  // reads and then writes whole slots, which no CAS makes conditional; one
+  // acting on what it read before another released the records would write
+  // old images over commits made since. That holds for a lock released for
+  // want of an undo record too (the record may have reached only some
+  // blades), so the record is read under the claim as well. A recoverer
+  // that dies holding the claim is taken over after its lease (or at once,
+  // its session ended), and the next one redoes the work.
+  RemoteLock claim(in, claim_at, b.claim, db.options().lease);
+  s = claim.acquire();
+  if (!s.ok()) return s;
+  struct Unclaim {
+    RemoteLock& lock;
+    ~Unclaim() {
+      if (lock.held()) (void)lock.release();
     }
+  } unclaim{claim};
+  // Before each write or release: a recoverer that stood still for a lease
+  // may have lost the claim to another, which redoes the work and may be
+  // acting on the locks this one would change; it must stop.
+  auto still_claimed = [&claim, owner]() -> Status {
+    Status c = claim.renew_if_due();
+    if (c.code() == Status::Code::kLockLost) {
+      return Status::Retry("dtx: the recovery of " + DescribeLockWord(owner) + " was taken over: " + c.ToString());
+    }
+    return c;
+  };
+
+  // The owner's undo record.
+  UndoRecord undo;
+  bool have_undo = false;
+  if (o.thread < header[1] && o.task < header[2]) {
+    s = in.read(b.log, area + LogSlotOffset(static_cast<int>(header[2]), o.thread, o.task), kLogSlotBytes,
+                Option::kSync);
+    if (!s.ok()) return s;
+    have_undo = DecodeUndo(b.log, kLogSlotBytes, SlotBytesOf, &db, &undo).empty();
   }
   if (have_undo) {
     have_undo = false;
@@ -91,27 +134,13 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
     // Locked before the owner's undo record was written (nothing changed in
     // place), or left by a commit that had completed (the record is new on
     // every replica): either way, only the lock remains.
+    s = still_claimed();
+    if (!s.ok()) return s;
     bool released = false;
     s = Release(in, b.word, found, found_lock, &released);
     report->released += released;
     return s;
   }
-
-  // One recoverer at a time settles the owner's transactions. A recoverer
-  // decides from the locks it reads and then writes whole slots, which no
-  // CAS makes conditional: a second one acting on what it read before the
-  // first released the records would write old images over commits made
-  // since. A recoverer that dies holding the claim is taken over after its
-  // lease (or at once, its session ended), and the next one redoes the work.
-  RemoteLock claim(in, area + kLogAreaClaimOffset, b.claim, db.options().lease);
-  s = claim.acquire();
-  if (!s.ok()) return s;
-  struct Unclaim {
-    RemoteLock& lock;
-    ~Unclaim() {
-      if (lock.held()) (void)lock.release();
-    }
-  } unclaim{claim};
 
   // Which of the transaction's records the owner still holds, and whether
   // every replica of each already holds the new version.
@@ -149,6 +178,7 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
                 (before.valid ? now.version == before.version + 1 : now.valid && now.version > before.version);
     }
   }
+  FaultPoint("dtx.recovery.decided");
   report->rolled_forward = forward && !held.empty();
   report->rolled_back = !forward;
   for (const Held& h : held) {
@@ -160,6 +190,8 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
       Record before;
       DecodeSlot(h.item->before.data(), t.spec.value_bytes, &before);
       for (size_t r = 0; r < t.replicas.size(); ++r) {
+        s = still_claimed();
+        if (!s.ok()) return s;
         EncodeSlot(b.slot, t.spec.value_bytes, r == 0 ? h.lock : 0, before.version + 2, before.key, before.table,
                    before.valid, before.value);
         s = in.write(b.slot, SlotAddress(t, r, h.item->at), t.slot_bytes(), Option::kSync);
@@ -167,6 +199,8 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
         ++report->restored;
       }
     }
+    s = still_claimed();
+    if (!s.ok()) return s;
     bool released = false;
     s = Release(in, b.word, SlotAddress(t, 0, h.item->at), h.lock, &released);
     if (!s.ok()) return s;
@@ -174,6 +208,8 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
   }
   // The lock found may belong to a later transaction of the owner than the
   // undo record (locked before its own record was written).
+  s = still_claimed();
+  if (!s.ok()) return s;
   bool released = false;
   s = Release(in, b.word, found, found_lock, &released);
   report->released += released;

@@ -28,7 +28,8 @@ struct RecoveryReport {
 /// `found_lock` (an owner word, maybe with kInvisible) by a client judged
 /// dead. Recovers that client's transaction and releases its locks. Several
 /// clients may call it at once: they settle the owner's transactions one at
-/// a time (a leased claim in the owner's log area), and a recoverer that
+/// a time (one leased claim per owner, which each of its log areas names,
+/// taken before the undo record is read), and a recoverer that
 /// died is taken over and its work redone (every step is conditional on
 /// what the records hold). Must run in a task (or on a
 /// thread) of a client connected to every blade.

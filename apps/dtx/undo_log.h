@@ -5,8 +5,10 @@
 // Every blade has a log directory: kMaxSessions words, one per session slot,
 // each (incarnation << 48) | offset of that session's log area on the blade
 // (0: none). A log area is a 64-byte header (magic, threads, tasks at 0, 8,
-// 16; at 24 the recovery claim, a leased lock word: one recoverer at a time
-// settles the area's transactions) and then
+// 16; at 24 a recovery claim, a leased lock word; at 32 the address of the
+// claim the owner's recoverers take: the one in its log area on blade 0, so
+// that recoverers that met the owner's locks on different blades take one
+// claim and settle its transactions one at a time) and then
 // threads x tasks log slots of kLogSlotBytes, one per (thread, task): a task
 // runs one transaction at a time, and its slot holds the undo record of its
 // latest read-write transaction. The record goes to every blade that holds a
@@ -32,9 +34,10 @@
 namespace smart::dtx {
 
 constexpr uint32_t kUndoMagic = 0x4f444e55;  // "UNDO"
-constexpr uint64_t kLogAreaMagic = 0x3130474f4c585444ull;  // "DTXLOG01"
+constexpr uint64_t kLogAreaMagic = 0x3230474f4c585444ull;  // "DTXLOG02"
 constexpr size_t kLogAreaHeaderBytes = 64;
 constexpr size_t kLogAreaClaimOffset = 24;
+constexpr size_t kLogAreaClaimAddressOffset = 32;
 constexpr size_t kLogSlotBytes = 4096;
 constexpr size_t kUndoHeaderBytes = 24;
 constexpr size_t kUndoItemHeaderBytes = 24;

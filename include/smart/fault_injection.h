@@ -41,7 +41,12 @@
 /// bt.lock.taken, bt.leaf.locked, bt.split.leaf.sibling_written,
 /// bt.split.leaf.linked, bt.split.internal.sibling_written,
 /// bt.split.internal.linked and bt.root.written (SMART-BT's page locks and
-/// splits, apps/btree/lock_table.cc, operations.cc, split.cc).
+/// splits, apps/btree/lock_table.cc, operations.cc, split.cc);
+/// lock.acquire.wait (a RemoteLock::acquire that found the lock held, before
+/// each pause, remote_lock.cc); dtx.commit.validated, dtx.commit.write,
+/// dtx.commit.release (SMART-DTX's commit, apps/dtx/transaction.cc) and
+/// dtx.recovery.decided (a recovery that chose to roll forward or back,
+/// before it writes or releases anything, apps/dtx/recovery.cc).
 #pragma once
 
 #include <atomic>

@@ -5,6 +5,7 @@
 #include <random>
 #include <thread>
 
+#include "smart/fault_injection.h"
 #include "smart/task.h"
 #include "smart/throttle.h"
 
@@ -230,6 +231,7 @@ Status RemoteLock::acquire(LockAcquireInfo* info, BackoffGuard* guard) {
       return Status::TimedOut("waited " + std::to_string(waited / 1000000) + " ms for the lock at " +
                               address_.to_string() + ", held by a live " + DescribeLockWord(last_seen_));
     }
+    FaultPoint("lock.acquire.wait");
     if (guard != nullptr) guard->retry_task();
     Pause(pause_ns);
     pause_ns = std::min(pause_ns * 2, max_pause_ns);

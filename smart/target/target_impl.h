@@ -71,6 +71,7 @@ struct Target::Impl {
   Deadline accept_paused_until{};
   int accept_backoff_ms = 0;
   bool accept_trouble_said = false;
+  uint64_t accept_failures = 0;  // in the current episode
   // Session slots not in use, oldest released first, so that a slot's
   // incarnation moves on slowly. Guarded by `mutex`.
   std::deque<int> free_slots;

@@ -143,6 +143,7 @@ void Target::Impl::accept_one() {
     if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM) return;  // EAGAIN, ECONNABORTED, ...
     // The connection stays in the backlog, so the socket stays readable:
     // polling it again at once would spin. Wait, longer each time.
+    ++accept_failures;
     accept_backoff_ms = std::clamp(accept_backoff_ms * 2, 10, kMaxAcceptBackoffMs);
     accept_paused_until = Now() + std::chrono::milliseconds(accept_backoff_ms);
     if (!accept_trouble_said) {
@@ -160,8 +161,10 @@ void Target::Impl::accept_one() {
   }
   if (accept_trouble_said) {
     accept_trouble_said = false;
-    SMART_INFO("memory blade: accepting connections again");
+    SMART_INFO("memory blade: accepting connections again (%llu attempts failed meanwhile)",
+               static_cast<unsigned long long>(accept_failures));
   }
+  accept_failures = 0;
   accept_backoff_ms = 0;
   int established;
   {

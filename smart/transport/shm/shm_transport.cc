@@ -82,10 +82,10 @@ sockaddr_un PathAddress(const std::string& path, socklen_t* len) {
 }
 
 // A new private directory for the memfd socket: $XDG_RUNTIME_DIR (the
-// user's own) when it is set, else /tmp.
-std::string MakeSocketDirectory() {
+// user's own) when it is set and no other user needs to reach it, else /tmp.
+std::string MakeSocketDirectory(bool shared) {
   const char* runtime = getenv("XDG_RUNTIME_DIR");
-  std::string base = runtime != nullptr && runtime[0] == '/' ? runtime : "/tmp";
+  std::string base = runtime != nullptr && runtime[0] == '/' && !shared ? runtime : "/tmp";
   struct stat st;
   if (stat(base.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || access(base.c_str(), W_OK) != 0) base = "/tmp";
   std::string dir = base + "/smart-shm.XXXXXX";
@@ -103,11 +103,9 @@ std::string DescribeConnectFailure(const std::string& path, int err) {
   if (err == EACCES) {
     struct stat st;
     const std::string dir = path.substr(0, path.rfind('/'));
-    if (stat(dir.c_str(), &st) == 0) {
-      message += " (the memory blade runs as uid " + std::to_string(st.st_uid) + " and this process as uid " +
-                 std::to_string(geteuid()) + "; the blade shares its pool with other users only when its "
-                 "auth.allow_uids lists them)";
-    }
+    const std::string owner = stat(dir.c_str(), &st) == 0 ? "uid " + std::to_string(st.st_uid) : "another user";
+    message += " (the memory blade runs as " + owner + " and this process as uid " + std::to_string(geteuid()) +
+               "; the blade shares its pool with other users only when its auth.allow_uids lists them)";
   } else {
     message += ". The shm transport only reaches memory blades on this host; use \"transport\": \"verbs\" for a "
                "remote one";
@@ -304,7 +302,8 @@ std::string ShmDevice::export_regions(const std::vector<const MemoryRegion*>& re
     // alone (0700), or only searchable by others (0711) when
     // auth.allow_uids names other users; serve_fds checks every peer's
     // credentials either way.
-    const std::string dir = MakeSocketDirectory();
+    const bool shared = !allowed_uids_.empty();
+    const std::string dir = MakeSocketDirectory(shared);
     const std::string path = dir + "/memfd.sock";
     if (path.size() >= sizeof(sockaddr_un::sun_path)) {
       rmdir(dir.c_str());
@@ -318,7 +317,6 @@ std::string ShmDevice::export_regions(const std::vector<const MemoryRegion*>& re
     }
     socklen_t len;
     sockaddr_un addr = PathAddress(path, &len);
-    const bool shared = !allowed_uids_.empty();
     if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(fd, 64) != 0 ||
         (shared && (chmod(dir.c_str(), 0711) != 0 || chmod(path.c_str(), 0666) != 0)) ||
         pipe2(stop_pipe_, O_CLOEXEC) != 0) {
@@ -371,8 +369,13 @@ void ShmDevice::serve_fds() {
       SMART_WARN("shm transport: refused the pool to uid %u (pid %d): only uid %u%s may map it (auth.allow_uids)",
                  static_cast<unsigned>(cred.uid), static_cast<int>(cred.pid), static_cast<unsigned>(geteuid()),
                  allowed_uids_.empty() ? "" : " and the users in auth.allow_uids");
+      // Its token first (briefly): closing with it unread would reset the
+      // connection and could discard the answer before the peer reads it.
+      SetTimeouts(client, 200);
+      char ignored_token[kTokenBytes];
+      ssize_t ignored = recv(client, ignored_token, sizeof(ignored_token), 0);
       const uint64_t refuse[2] = {kRefusedUser, geteuid()};
-      ssize_t ignored = send(client, refuse, sizeof(refuse), MSG_NOSIGNAL | MSG_DONTWAIT);
+      ignored = send(client, refuse, sizeof(refuse), MSG_NOSIGNAL | MSG_DONTWAIT);
       (void)ignored;
       close(client);
       continue;
@@ -440,10 +443,11 @@ std::shared_ptr<PeerMemory> ShmDevice::import_regions(const std::vector<RemoteRe
     close(fd);
     throw Error(message);
   }
+  // A blade that refuses this user answers and closes at once, maybe before
+  // the token goes out: its answer is still there to read.
+  std::string send_error;
   if (send(fd, token.data(), token.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(token.size())) {
-    const std::string message = Errno("shm transport: sending the handshake token");
-    close(fd);
-    throw Error(message);
+    send_error = Errno("shm transport: sending the handshake token");
   }
   std::vector<uint64_t> payload(1 + kMemoryRegions + 8);
   iovec iov{payload.data(), payload.size() * sizeof(uint64_t)};
@@ -472,6 +476,10 @@ std::shared_ptr<PeerMemory> ShmDevice::import_regions(const std::vector<RemoteRe
                 ") refuses to share its pool with this process's user (uid " + std::to_string(geteuid()) +
                 "): run as the same user, or list uid " + std::to_string(geteuid()) +
                 " in auth.allow_uids of the blade's backend.json");
+  }
+  if (!send_error.empty()) {
+    close_all();
+    throw Error(send_error);
   }
   if (n < static_cast<ssize_t>(sizeof(uint64_t)) || payload[0] == 0) {
     close_all();

@@ -3,6 +3,8 @@
 // leaves the blade, and noticing when a client's connection ends.
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -166,6 +168,8 @@ void Target::Impl::accept_one() {
   }
   accept_failures = 0;
   accept_backoff_ms = 0;
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   int established;
   {
     std::lock_guard<std::mutex> lock(mutex);

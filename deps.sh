@@ -18,7 +18,7 @@ done
 packages=(
   build-essential g++ cmake make pkg-config git
   rdma-core libibverbs-dev ibverbs-providers ibverbs-utils librdmacm-dev
-  libboost-context-dev nlohmann-json3-dev libjemalloc-dev libnuma-dev
+  libboost-context-dev nlohmann-json3-dev libjemalloc-dev libnuma-dev libsodium-dev
   libgtest-dev libcli11-dev libbenchmark-dev libisal-dev ninja-build
   python3 python3-matplotlib doxygen
 )

@@ -26,16 +26,18 @@ using namespace smart;
 
 constexpr int kLatencySampleMask = 7;  // time one operation in eight
 
-int ServeMemoryBlade(const SmartConfig& smart_config, const TestRdmaConfig& config) {
+int ServeMemoryBlade(const SmartConfig& smart_config, const TestRdmaConfig& config, const std::string& bind) {
   InstallTerminationHandlers();
   BackendConfig backend;
   backend.source = config.source;
   backend.capacity = config.memory_size;
   backend.tcp_port = config.port;
+  if (!bind.empty()) backend.bind = bind;  // the key, if any: smart_config.json's auth.key_file
   Target target(smart_config, backend);
   target.start();
-  printf("test_rdma memory blade: %" PRIu64 " MiB on %s, listening on port %d\n", config.memory_size,
-         target.transport_description().c_str(), target.port());
+  printf("test_rdma memory blade: %" PRIu64 " MiB on %s, listening on port %d at %s, %s\n", config.memory_size,
+         target.transport_description().c_str(), target.port(), target.listen_address().c_str(),
+         target.authenticates() ? "clients must prove the key" : "no key");
   fflush(stdout);
   const int sig = WaitForTerminationSignal();
   SMART_INFO("test_rdma memory blade: %s, shutting down", strsignal(sig));
@@ -209,10 +211,14 @@ int main(int argc, char** argv) {
   double duration = -1;
   std::string type;
   uint64_t block_size = 0;
+  std::string bind;
   app.add_option("NR_THREAD DEPTH", positional, "client threads and requests in flight per thread")->expected(0, 2);
   app.add_option("--config", config_path, "test_rdma.json to use (default: TEST_RDMA_CONF or config/test_rdma.json)");
   app.add_flag("--local", local, "run against a memory blade inside this process (shm)");
   app.add_option("--port", port, "TCP port to serve on or connect to (0: any free port when serving)");
+  app.add_option("--bind", bind,
+                 "when serving: address to listen on (default 127.0.0.1; beyond loopback needs auth.key_file in "
+                 "smart_config.json or \"auth\": \"none\")");
   app.add_option("--duration", duration, "seconds to measure (default: the config's duration, else 15)");
   app.add_option("--type", type, "read, write, cas or faa")->check(CLI::IsMember({"read", "write", "cas", "faa"}));
   app.add_option("--block-size", block_size, "bytes per operation");
@@ -224,7 +230,7 @@ int main(int argc, char** argv) {
     if (duration > 0) config.duration = duration;
     if (!type.empty()) config.type = type;
     if (block_size > 0) config.block_size = block_size;
-    if (positional.empty()) return ServeMemoryBlade(smart_config, config);
+    if (positional.empty()) return ServeMemoryBlade(smart_config, config, bind);
     if (positional.size() != 2) {
       fprintf(stderr, "test_rdma: give both NR_THREAD and DEPTH (or neither, to serve)\n");
       return 2;

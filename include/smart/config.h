@@ -46,6 +46,19 @@ struct ConflictAvoidanceConfig {
   uint64_t fixed_backoff_limit_ns = 1750000;
 };
 
+/// Keys of `auth`, in smart_config.json and backend.json: session
+/// authentication (README, "Security"). `"auth": "none"` instead of an
+/// object says explicitly that a memory blade takes clients without a key.
+struct AuthConfig {
+  bool configured = false;  ///< the file has an `auth` key
+  bool none = false;        ///< `"auth": "none"`
+  /// The shared key (32 or more bytes; smart_keygen writes one). Relative
+  /// to the config file's directory. Empty: no key.
+  std::string key_file;
+  /// shm: users besides the memory blade's own that may map its pool.
+  std::vector<uint32_t> allow_uids;
+};
+
 /// smart_config.json: the transport, queue pairs and the three techniques. The defaults are every key's default.
 struct SmartConfig {
   std::string source;  ///< file the values came from
@@ -75,7 +88,8 @@ struct SmartConfig {
   } qp_param;  ///< `qp_param`
   int max_nodes = 128;  ///< memory blades a client may connect
   uint64_t initiator_cache_size = 256;  ///< MiB
-  int connect_timeout_ms = 10000;  ///< bound on one handshake
+  int connect_timeout_ms = 10000;  ///< bound on one handshake (both sides)
+  AuthConfig auth;  ///< `auth`: the key a client proves (and a memory blade without its own)
 
   bool use_thread_aware_alloc = true;  ///< per-thread queue pairs, CQ and doorbell
   /// `thread_aware_alloc`: how per-thread resources are made.
@@ -126,8 +140,12 @@ struct BackendConfig {
   std::string dev_dax_path;  ///< upstream's key: the same as backing devdax:PATH
   uint64_t capacity = 16000;  ///< MiB
   int tcp_port = 12345;  ///< port the blade listens on (0: any free port)
+  /// Address the blade listens on: loopback unless told otherwise; beyond
+  /// loopback it needs a key or an explicit `"auth": "none"`.
+  std::string bind = "127.0.0.1";
+  AuthConfig auth;  ///< `auth`: the blade's key; absent: smart_config.json's
   int nic_numa_node = -1;     ///< -1: no pinning
-  int max_clients = 1023;    ///< sessions at once (the session table has 1023 slots)
+  int max_clients = 1023;    ///< sessions at once, those still in their handshake included (the session table has 1023 slots)
 
   /// Loads and checks `path`. Throws smart::Error.
   static BackendConfig LoadFile(const std::string& path);

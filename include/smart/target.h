@@ -30,13 +30,21 @@ class Target {
   Target(const Target&) = delete;
   Target& operator=(const Target&) = delete;
 
-  /// Listens on backend_config.tcp_port (0: a free port) and serves clients
-  /// from a background thread. Throws when the port cannot be bound.
+  /// Listens on backend_config.bind, port backend_config.tcp_port (0: a
+  /// free port), and serves clients from a background thread. Throws when
+  /// the port cannot be bound, or when the address reaches beyond loopback
+  /// and the blade has no key and no explicit `"auth": "none"`.
   void start();
   /// Stops listening and disconnects every client. Idempotent.
   void stop();
   /// The listening port (after start()).
   int port() const { return port_; }
+  /// The address it listens on (backend.json's `bind`).
+  const std::string& listen_address() const;
+  /// True when clients must prove they hold the key (`auth.key_file`).
+  bool authenticates() const;
+  /// Connections accepted whose handshake has not ended yet.
+  int handshakes_in_progress() const;
 
   /// Start of the pool in this process.
   char* base() const { return base_; }
@@ -88,8 +96,8 @@ void InstallTerminationHandlers();
 bool TerminationRequested();
 
 /// The whole main() of an application's memory-blade program (e.g.
-/// hashtable_backend): options CONFIG, --port, --capacity and --backing over
-/// backend.json, "listening on port N" on stdout, serving until SIGINT or
+/// hashtable_backend): options CONFIG, --port, --bind, --capacity and
+/// --backing over backend.json, "listening on port N at ADDRESS" on stdout, serving until SIGINT or
 /// SIGTERM. Returns the exit status: 0, 1 (a runtime failure) or 2 (a usage
 /// error). `program` names it in messages; `description` heads --help.
 int RunMemoryBladeMain(int argc, char** argv, const char* program, const char* description);

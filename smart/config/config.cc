@@ -96,6 +96,40 @@ const char* DoorbellModeName(DoorbellMode m) {
 }
 
 // ---------------------------------------------------------------------------
+// auth, in smart_config.json and backend.json
+
+namespace {
+
+void ReadAuth(ConfigReader& r, const std::string& source, AuthConfig* auth) {
+  const char* expectation = "\"none\" or an object {\"key_file\": path, \"allow_uids\": [uid, ...]}";
+  const nlohmann::json* value = r.get("auth", false, expectation);
+  if (value == nullptr) return;
+  auth->configured = true;
+  if (value->is_string()) {
+    if (value->get<std::string>() != "none") r.fail("auth", expectation, value);
+    auth->none = true;
+    return;
+  }
+  if (!value->is_object()) r.fail("auth", expectation, value);
+  r.get_string("auth.key_file", &auth->key_file, false);
+  if (!auth->key_file.empty() && auth->key_file[0] != '/') {
+    const size_t slash = source.rfind('/');
+    if (slash != std::string::npos) auth->key_file = source.substr(0, slash + 1) + auth->key_file;
+  }
+  if (const nlohmann::json* uids = r.get("auth.allow_uids", false, "an array of user ids")) {
+    if (!uids->is_array()) r.fail("auth.allow_uids", "an array of user ids", uids);
+    for (const nlohmann::json& uid : *uids) {
+      if (!uid.is_number_unsigned() || uid.get<uint64_t>() >= 0xffffffffull) {
+        r.fail("auth.allow_uids", "an array of user ids (non-negative integers)", uids);
+      }
+      auth->allow_uids.push_back(uid.get<uint32_t>());
+    }
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
 // smart_config.json
 
 SmartConfig SmartConfig::Parse(const std::string& text, const std::string& source) {
@@ -134,6 +168,7 @@ SmartConfig SmartConfig::Parse(const std::string& text, const std::string& sourc
   r.get_int("max_nodes", &c.max_nodes, true, 1, kMaxNodes);
   r.get_uint64("initiator_cache_size", &c.initiator_cache_size, true, 1, 1 << 20);
   r.get_int("connect_timeout_ms", &c.connect_timeout_ms, false, 1, 3600 * 1000);
+  ReadAuth(r, source, &c.auth);
 
   r.get_bool("use_thread_aware_alloc", &c.use_thread_aware_alloc, true);
   r.get_int("thread_aware_alloc.total_uuar", &c.thread_aware_alloc.total_uuar, true, 2, 512);
@@ -281,6 +316,9 @@ BackendConfig BackendConfig::Parse(const std::string& text, const std::string& s
   r.get_int("tcp_port", &c.tcp_port, true, 0, 65535);
   r.get_int("nic_numa_node", &c.nic_numa_node, false, -1, 4096);
   r.get_int("max_clients", &c.max_clients, false, 1, kMaxSessions - 1);
+  r.get_string("bind", &c.bind, false);
+  if (c.bind.empty()) r.fail("bind", "an address to listen on (127.0.0.1, ::1, 0.0.0.0, ::, a host name)", r.get("bind", true, ""));
+  ReadAuth(r, source, &c.auth);
   r.check_unknown();
   return c;
 }

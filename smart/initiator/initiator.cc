@@ -58,6 +58,9 @@ ThreadState::ThreadState(Initiator::Impl* owner, int id, int slot_index, int max
       poller(this), allocators(max_nodes) {}
 
 Initiator::Impl::Impl(const SmartConfig& cfg) : config(cfg), instance(g_instance.fetch_add(1)) {
+  if (!config.auth.none && !config.auth.key_file.empty()) {
+    key = SessionKey::Load(config.auth.key_file, "auth.key_file in " + config.source);
+  }
   device = Device::Open(config);
   cache_size = config.initiator_cache_size << 20;
   cache_base = static_cast<char*>(AllocateBuffer(cache_size, &cache_huge));
@@ -232,8 +235,40 @@ void Initiator::connect(node_t node, const std::string& host, int port, int qp_c
   conn->qp_count = qp_count;
   const std::string peer = host + ":" + std::to_string(port);
   conn->tcp_fd = TcpConnect(host, port, im.config.connect_timeout_ms);
+  const Deadline deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(im.config.connect_timeout_ms);
 
+  // Each side proves the key before the client sends its endpoints or the
+  // blade reveals its pool (smart/resource/handshake.h).
+  AuthHello auth_hello;
+  auth_hello.has_key = im.key.has_value();
+  auth_hello.nonce = RandomNonce();
+  SendFrame(conn->tcp_fd, auth_hello.Encode(), peer);
+  const AuthChallenge challenge =
+      AuthChallenge::Decode(RecvFrame(conn->tcp_fd, peer, kMaxAuthFrame, deadline), peer);
+  if (!challenge.error.empty()) throw Error("memory blade " + peer + " refused the connection: " + challenge.error);
   ClientHello hello;
+  if (im.key) {
+    std::string problem;
+    if (!challenge.has_key) {
+      problem = "it proves no key, and this client has one (auth.key_file " + im.key->path() +
+                "): give the memory blade the same key, or remove auth.key_file here";
+    } else if (!im.key->verify(AuthRole::kBlade, auth_hello.nonce, challenge.nonce, challenge.proof)) {
+      problem = "its proof does not match this client's key (" + im.key->path() +
+                "): the two sides' auth.key_file hold different keys";
+    }
+    if (!problem.empty()) {
+      ClientHello give_up;
+      give_up.error = "the client does not trust the memory blade: " + problem;
+      try {
+        SendFrame(conn->tcp_fd, give_up.Encode(), peer);
+      } catch (const Error&) {
+      }
+      throw Error("memory blade " + peer + " failed authentication: " + problem);
+    }
+    hello.has_proof = true;
+    hello.proof = im.key->prove(AuthRole::kClient, auth_hello.nonce, challenge.nonce);
+  }
   hello.transport = im.device->kind();
   {
     std::lock_guard<std::mutex> lock(im.mutex);
@@ -257,7 +292,7 @@ void Initiator::connect(node_t node, const std::string& host, int port, int qp_c
     }
   }
   SendFrame(conn->tcp_fd, hello.Encode(), peer);
-  const ServerHello reply = ServerHello::Decode(RecvFrame(conn->tcp_fd, peer), peer);
+  const ServerHello reply = ServerHello::Decode(RecvFrame(conn->tcp_fd, peer, kMaxHelloFrame, deadline), peer);
   if (!reply.error.empty()) throw Error("memory blade " + peer + " refused the connection: " + reply.error);
   if (reply.endpoints.size() != static_cast<size_t>(qp_count)) {
     throw Error("memory blade " + peer + " answered with " + std::to_string(reply.endpoints.size()) +
@@ -269,7 +304,7 @@ void Initiator::connect(node_t node, const std::string& host, int port, int qp_c
   conn->peer = im.device->import_regions(regions, reply.exported);
   for (int i = 0; i < qp_count; ++i) conn->qps[i]->connect(reply.endpoints[i], conn->peer);
   SendByte(conn->tcp_fd, kClientReady, peer);
-  if (RecvByte(conn->tcp_fd, peer) != kServerReady) {
+  if (RecvByte(conn->tcp_fd, peer, deadline) != kServerReady) {
     throw Error("memory blade " + peer + " did not confirm the connection");
   }
   SetSocketTimeouts(conn->tcp_fd, 0);

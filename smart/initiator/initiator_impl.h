@@ -7,12 +7,14 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "smart/initiator.h"
+#include "smart/resource/auth.h"
 #include "smart/task.h"
 #include "smart/task/task_hooks.h"
 #include "smart/throttle.h"
@@ -147,6 +149,7 @@ struct Initiator::Impl {
   ~Impl();
 
   SmartConfig config;
+  std::optional<SessionKey> key;  // auth.key_file: proven to every memory blade
   uint64_t instance;
   std::unique_ptr<Device> device;
   char* cache_base = nullptr;

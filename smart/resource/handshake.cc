@@ -33,7 +33,7 @@ std::vector<QueuePairEndpoint> GetEndpoints(WireReader& r, const std::string& wh
   return endpoints;
 }
 
-void CheckHeader(WireReader& r, const std::string& what) {
+void CheckHeader(WireReader& r, const std::string& what, HandshakeMessage expected) {
   const uint32_t magic = r.u32();
   if (magic != kHandshakeMagic) {
     throw Error(what + " is not a handshake of this framework (bad magic 0x" + [&] {
@@ -47,38 +47,112 @@ void CheckHeader(WireReader& r, const std::string& what) {
     throw Error(what + " speaks handshake version " + std::to_string(version) + ", this build speaks " +
                 std::to_string(kHandshakeVersion) + ": run the same release on both sides");
   }
+  const uint8_t type = r.u8();
+  if (type != static_cast<uint8_t>(expected)) {
+    throw Error("malformed " + what + ": message type " + std::to_string(type) + " where type " +
+                std::to_string(static_cast<int>(expected)) + " belongs (a message out of order or reflected)");
+  }
+}
+
+void PutHeader(WireWriter& w, HandshakeMessage type) {
+  w.u32(kHandshakeMagic);
+  w.u16(kHandshakeVersion);
+  w.u8(static_cast<uint8_t>(type));
+}
+
+// A flag byte: 0 or 1, nothing else.
+bool GetFlag(WireReader& r, const std::string& what, const char* name) {
+  const uint8_t v = r.u8();
+  if (v > 1) throw Error("malformed " + what + ": " + name + " flag is " + std::to_string(v) + " (expected 0 or 1)");
+  return v == 1;
 }
 
 }  // namespace
 
+std::string AuthHello::Encode() const {
+  WireWriter w;
+  PutHeader(w, HandshakeMessage::kAuthHello);
+  w.u8(has_key ? 1 : 0);
+  w.bytes(nonce.data(), nonce.size());
+  return w.data();
+}
+
+AuthHello AuthHello::Decode(const std::string& data, const std::string& peer) {
+  const std::string what = "handshake from client " + peer;
+  WireReader r(data, what);
+  CheckHeader(r, what, HandshakeMessage::kAuthHello);
+  AuthHello hello;
+  hello.has_key = GetFlag(r, what, "key");
+  r.bytes(hello.nonce.data(), hello.nonce.size());
+  r.finish();
+  return hello;
+}
+
+std::string AuthChallenge::Encode() const {
+  WireWriter w;
+  PutHeader(w, HandshakeMessage::kAuthChallenge);
+  w.str(error);
+  if (!error.empty()) return w.data();
+  w.u8(has_key ? 1 : 0);
+  w.bytes(nonce.data(), nonce.size());
+  if (has_key) w.bytes(proof.data(), proof.size());
+  return w.data();
+}
+
+AuthChallenge AuthChallenge::Decode(const std::string& data, const std::string& peer) {
+  const std::string what = "handshake from memory blade " + peer;
+  WireReader r(data, what);
+  CheckHeader(r, what, HandshakeMessage::kAuthChallenge);
+  AuthChallenge challenge;
+  challenge.error = r.str(kMaxHandshakeError);
+  if (!challenge.error.empty()) {
+    r.finish();
+    return challenge;
+  }
+  challenge.has_key = GetFlag(r, what, "key");
+  r.bytes(challenge.nonce.data(), challenge.nonce.size());
+  if (challenge.has_key) r.bytes(challenge.proof.data(), challenge.proof.size());
+  r.finish();
+  return challenge;
+}
+
 std::string ClientHello::Encode() const {
   WireWriter w;
-  w.u32(kHandshakeMagic);
-  w.u16(kHandshakeVersion);
+  PutHeader(w, HandshakeMessage::kClientHello);
+  w.str(error);
+  if (!error.empty()) return w.data();
   w.u8(static_cast<uint8_t>(transport));
   PutEndpoints(w, endpoints);
+  w.u8(has_proof ? 1 : 0);
+  if (has_proof) w.bytes(proof.data(), proof.size());
   return w.data();
 }
 
 ClientHello ClientHello::Decode(const std::string& data, const std::string& peer) {
   const std::string what = "handshake from client " + peer;
   WireReader r(data, what);
-  CheckHeader(r, what);
+  CheckHeader(r, what, HandshakeMessage::kClientHello);
   ClientHello hello;
+  hello.error = r.str(kMaxHandshakeError);
+  if (!hello.error.empty()) {
+    r.finish();
+    return hello;
+  }
   const uint8_t transport = r.u8();
   if (transport != static_cast<uint8_t>(TransportKind::kVerbs) && transport != static_cast<uint8_t>(TransportKind::kShm)) {
     throw Error("malformed " + what + ": unknown transport " + std::to_string(transport));
   }
   hello.transport = static_cast<TransportKind>(transport);
   hello.endpoints = GetEndpoints(r, what);
+  hello.has_proof = GetFlag(r, what, "proof");
+  if (hello.has_proof) r.bytes(hello.proof.data(), hello.proof.size());
   r.finish();
   return hello;
 }
 
 std::string ServerHello::Encode() const {
   WireWriter w;
-  w.u32(kHandshakeMagic);
-  w.u16(kHandshakeVersion);
+  PutHeader(w, HandshakeMessage::kServerHello);
   w.str(error);
   if (!error.empty()) return w.data();
   for (const RemoteRegion& region : regions) {
@@ -97,9 +171,9 @@ std::string ServerHello::Encode() const {
 ServerHello ServerHello::Decode(const std::string& data, const std::string& peer) {
   const std::string what = "handshake from memory blade " + peer;
   WireReader r(data, what);
-  CheckHeader(r, what);
+  CheckHeader(r, what, HandshakeMessage::kServerHello);
   ServerHello hello;
-  hello.error = r.str(4096);
+  hello.error = r.str(kMaxHandshakeError);
   if (!hello.error.empty()) {
     r.finish();
     return hello;

@@ -1,8 +1,14 @@
 // The connection handshake between a compute blade and a memory blade, over
-// TCP: the client sends its queue pair endpoints; the memory blade answers
-// with its memory regions, its own endpoints and transport-specific details;
-// both confirm readiness; the TCP connection then stays open so that either
-// side learns at once when the other goes away.
+// TCP, in four messages and a readiness exchange:
+//   client -> blade  AuthHello      a random nonce; whether the client has a key
+//   blade -> client  AuthChallenge  the blade's nonce and, with a key, its proof
+//   client -> blade  ClientHello    the client's proof and queue pair endpoints
+//   blade -> client  ServerHello    memory regions, endpoints, transport details
+// then both confirm readiness; the TCP connection stays open so that either
+// side learns at once when the other goes away. A blade with a key checks the
+// client's proof before it creates anything or reveals any address, rkey or
+// memory handle; a client with a key checks the blade's proof before it sends
+// its endpoints (smart/resource/auth.h).
 #pragma once
 
 #include <cstdint>
@@ -10,19 +16,49 @@
 #include <vector>
 
 #include "smart/common.h"
+#include "smart/resource/auth.h"
 #include "smart/transport.h"
 
 namespace smart {
 
 constexpr uint32_t kHandshakeMagic = 0x54524d53;  // "SMRT"
-constexpr uint16_t kHandshakeVersion = 2;
+constexpr uint16_t kHandshakeVersion = 3;
+// Frame limits: nothing before a proven key may make the other side
+// buffer more than a small message.
+constexpr uint32_t kMaxAuthFrame = 8192;
+constexpr uint32_t kMaxHelloFrame = 64 * 1024;
+constexpr size_t kMaxHandshakeError = 4096;
 constexpr int kMaxQueuePairsPerConnection = 1024;
 constexpr char kClientReady = 'B';
 constexpr char kServerReady = 'A';
 
+// Each message starts with the magic, the version and its type.
+enum class HandshakeMessage : uint8_t { kAuthHello = 1, kAuthChallenge = 2, kClientHello = 3, kServerHello = 4 };
+
+struct AuthHello {
+  bool has_key = false;  // the client will check the blade's proof
+  Nonce nonce{};
+
+  std::string Encode() const;
+  static AuthHello Decode(const std::string& data, const std::string& peer);
+};
+
+struct AuthChallenge {
+  std::string error;  // non-empty: the memory blade refused the client
+  bool has_key = false;
+  Nonce nonce{};
+  Proof proof{};  // with has_key: the blade's proof over both nonces
+
+  std::string Encode() const;
+  static AuthChallenge Decode(const std::string& data, const std::string& peer);
+};
+
 struct ClientHello {
+  std::string error;  // non-empty: the client gives up (the blade's proof failed)
   TransportKind transport = TransportKind::kShm;
   std::vector<QueuePairEndpoint> endpoints;
+  bool has_proof = false;
+  Proof proof{};  // the client's proof over both nonces
 
   std::string Encode() const;
   static ClientHello Decode(const std::string& data, const std::string& peer);

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -17,8 +18,6 @@
 namespace smart {
 
 namespace {
-
-constexpr uint32_t kMaxFrame = 1u << 20;
 
 std::string Peer(const std::string& host, int port) { return host + ":" + std::to_string(port); }
 
@@ -93,44 +92,48 @@ int TcpConnect(const std::string& host, int port, int timeout_ms) {
   return fd;
 }
 
-int TcpListen(int port, int* bound_port) {
-  const int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int family = AF_INET6;
-  int listen_fd = fd;
-  if (listen_fd < 0) {
-    listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    family = AF_INET;
+int TcpListen(const std::string& address, int port, int* bound_port) {
+  const std::string where = (address.find(':') != std::string::npos ? "[" + address + "]" : address) + " port " +
+                            std::to_string(port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* result = nullptr;
+  const std::string service = std::to_string(port);
+  const int rc = getaddrinfo(address.c_str(), service.c_str(), &hints, &result);
+  if (rc != 0) throw Error("cannot listen on " + where + ": cannot resolve \"" + address + "\": " + gai_strerror(rc));
+  std::string reason = "no address";
+  int listen_fd = -1;
+  for (addrinfo* ai = result; ai != nullptr && listen_fd < 0; ai = ai->ai_next) {
+    const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+      reason = strerror(errno);
+      continue;
+    }
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (ai->ai_family == AF_INET6) {
+      // "::" serves IPv4 clients too, as 0.0.0.0 would.
+      const int zero = 0;
+      setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    }
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 128) != 0) {
+      reason = strerror(errno);
+      if (errno == EADDRINUSE) reason += " (another memory blade may be running; pick another tcp_port)";
+      if (errno == EADDRNOTAVAIL) reason += " (no interface of this host has that address; see \"bind\")";
+      close(fd);
+      continue;
+    }
+    listen_fd = fd;
   }
-  if (listen_fd < 0) throw Error(std::string("cannot create a TCP socket: ") + strerror(errno));
-  const int one = 1;
-  setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  int rc;
-  if (family == AF_INET6) {
-    const int zero = 0;
-    setsockopt(listen_fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-    sockaddr_in6 addr{};
-    addr.sin6_family = AF_INET6;
-    addr.sin6_addr = in6addr_any;
-    addr.sin6_port = htons(static_cast<uint16_t>(port));
-    rc = bind(listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  } else {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    rc = bind(listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  }
-  if (rc != 0 || listen(listen_fd, 128) != 0) {
-    const std::string reason = strerror(errno);
-    close(listen_fd);
-    throw Error("cannot listen on TCP port " + std::to_string(port) + ": " + reason +
-                (reason == strerror(EADDRINUSE) ? " (another memory blade may be running; pick another tcp_port)" : ""));
-  }
+  freeaddrinfo(result);
+  if (listen_fd < 0) throw Error("cannot listen on " + where + ": " + reason);
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
   getsockname(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len);
-  *bound_port = family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
-                                   : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  *bound_port = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                                         : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
   return listen_fd;
 }
 
@@ -149,8 +152,15 @@ void SendAll(int fd, const char* p, size_t n, const std::string& peer) {
   }
 }
 
-void RecvAll(int fd, char* p, size_t n, const std::string& peer) {
+void RecvAll(int fd, char* p, size_t n, const std::string& peer, Deadline deadline) {
   while (n > 0) {
+    if (deadline != kNoDeadline) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        throw Error("connection to " + peer + " timed out: the handshake did not finish within connect_timeout_ms");
+      }
+      SetSocketTimeouts(fd, static_cast<int>(std::min<int64_t>(left.count(), 3600 * 1000)));
+    }
     const ssize_t r = recv(fd, p, n, 0);
     if (r < 0 && errno == EINTR) continue;
     if (r == 0) throw Error("connection to " + peer + " closed by the peer during the handshake");
@@ -166,31 +176,33 @@ void RecvAll(int fd, char* p, size_t n, const std::string& peer) {
 }  // namespace
 
 void SendFrame(int fd, const std::string& body, const std::string& peer) {
+  // One send for header and body: two small writes would meet Nagle's
+  // algorithm and the peer's delayed ACK (40 ms per message).
   WireWriter w;
   w.u32(static_cast<uint32_t>(body.size()));
-  SendAll(fd, w.data().data(), 4, peer);
-  SendAll(fd, body.data(), body.size(), peer);
+  w.bytes(body.data(), body.size());
+  SendAll(fd, w.data().data(), w.data().size(), peer);
 }
 
-std::string RecvFrame(int fd, const std::string& peer) {
+std::string RecvFrame(int fd, const std::string& peer, uint32_t max_length, Deadline deadline) {
   std::string header(4, '\0');
-  RecvAll(fd, header.data(), 4, peer);
+  RecvAll(fd, header.data(), 4, peer, deadline);
   WireReader r(header, "frame header from " + peer);
   const uint32_t length = r.u32();
-  if (length > kMaxFrame) {
-    throw Error("handshake from " + peer + " announces a " + std::to_string(length) +
-                "-byte message (limit 1 MiB): not a memory blade or client of this framework?");
+  if (length > max_length) {
+    throw Error("handshake from " + peer + " announces a " + std::to_string(length) + "-byte message (limit " +
+                std::to_string(max_length) + " bytes): not a memory blade or client of this framework?");
   }
   std::string body(length, '\0');
-  RecvAll(fd, body.data(), length, peer);
+  RecvAll(fd, body.data(), length, peer, deadline);
   return body;
 }
 
 void SendByte(int fd, char byte, const std::string& peer) { SendAll(fd, &byte, 1, peer); }
 
-char RecvByte(int fd, const std::string& peer) {
+char RecvByte(int fd, const std::string& peer, Deadline deadline) {
   char c;
-  RecvAll(fd, &c, 1, peer);
+  RecvAll(fd, &c, 1, peer, deadline);
   return c;
 }
 

@@ -2,6 +2,7 @@
 // name the peer, and length-prefixed frames with a size limit.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -9,18 +10,25 @@ namespace smart {
 
 // Connects within `timeout_ms`; throws smart::Error naming host:port and why.
 int TcpConnect(const std::string& host, int port, int timeout_ms);
-// Listens on all interfaces; port 0 picks a free port. Returns the fd and
-// stores the bound port in *bound_port. Throws.
-int TcpListen(int port, int* bound_port);
+// Listens on `address` (an IPv4 or IPv6 address or a host name; "::" is
+// every interface, IPv4 too); port 0 picks a free port. Returns the fd and
+// stores the bound port in *bound_port. Throws, naming address and port.
+int TcpListen(const std::string& address, int port, int* bound_port);
 void SetSocketTimeouts(int fd, int timeout_ms);
 void CloseFd(int* fd);
 
-// Frames: a 4-byte little-endian length, then the body (at most 1 MiB).
+// A point in time by which a whole exchange must be over.
+using Deadline = std::chrono::steady_clock::time_point;
+constexpr Deadline kNoDeadline = Deadline::max();
+
+// Frames: a 4-byte little-endian length, then the body (at most
+// `max_length` bytes; a longer one is refused before it is read). Receiving
+// fails once `deadline` passes, however the peer dribbles its bytes.
 // `peer` names the other side in errors. Throw smart::Error.
 void SendFrame(int fd, const std::string& body, const std::string& peer);
-std::string RecvFrame(int fd, const std::string& peer);
+std::string RecvFrame(int fd, const std::string& peer, uint32_t max_length, Deadline deadline = kNoDeadline);
 void SendByte(int fd, char byte, const std::string& peer);
-char RecvByte(int fd, const std::string& peer);
+char RecvByte(int fd, const std::string& peer, Deadline deadline = kNoDeadline);
 
 // Little-endian encoding with bounds-checked decoding.
 class WireWriter {

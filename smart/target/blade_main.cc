@@ -20,8 +20,12 @@ int RunMemoryBladeMain(int argc, char** argv, const char* program, const char* d
   int port = -1;
   uint64_t capacity = 0;
   std::string backing;
+  std::string bind;
   app.add_option("CONFIG", config_path, "backend.json (default: config/backend.json)");
   app.add_option("--port", port, "TCP port to listen on (0: any free port); overrides tcp_port")->check(CLI::Range(0, 65535));
+  app.add_option("--bind", bind,
+                 "address to listen on (127.0.0.1, 0.0.0.0, ::, a host's address); overrides bind. Beyond loopback "
+                 "a key (auth.key_file) or an explicit \"auth\": \"none\" is required");
   app.add_option("--capacity", capacity, "MiB of memory to serve; overrides capacity")->check(CLI::Range(1, 1 << 30));
   app.add_option("--backing", backing, "where the pool lives: memfd, hugetlb, file:PATH or devdax:PATH; overrides backing");
   SMART_PARSE_COMMAND_LINE(app, argc, argv);
@@ -31,6 +35,7 @@ int RunMemoryBladeMain(int argc, char** argv, const char* program, const char* d
     const std::string path = config_path.empty() ? FindConfigFile("backend.json", nullptr) : config_path;
     BackendConfig backend = BackendConfig::LoadFile(path);
     if (port >= 0) backend.tcp_port = port;
+    if (!bind.empty()) backend.bind = bind;
     if (capacity > 0) backend.capacity = capacity;
     if (!backing.empty()) {
       backend.backing = backing;
@@ -38,8 +43,9 @@ int RunMemoryBladeMain(int argc, char** argv, const char* program, const char* d
     }
     Target target(smart_config, backend);
     target.start();
-    printf("%s: %" PRIu64 " MiB on %s, pool in %s, listening on port %d\n", program, backend.capacity,
-           target.transport_description().c_str(), target.backing_description().c_str(), target.port());
+    printf("%s: %" PRIu64 " MiB on %s, pool in %s, listening on port %d at %s, %s\n", program, backend.capacity,
+           target.transport_description().c_str(), target.backing_description().c_str(), target.port(),
+           target.listen_address().c_str(), target.authenticates() ? "clients must prove the key" : "no key");
     fflush(stdout);
     const int sig = WaitForTerminationSignal();
     SMART_INFO("%s: %s, shutting down (%.1f MiB of the pool in use)", program, strsignal(sig),

@@ -24,91 +24,10 @@
 #include "smart/resource/net.h"
 #include "smart/status.h"
 #include "smart/target/pool_backing.h"
+#include "smart/target/target_impl.h"
 
 namespace smart {
 
-namespace {
-
-constexpr int kHandshakeTimeoutMs = 10000;
-
-std::string PeerName(int fd) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof(ss);
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "unknown peer";
-  char host[128] = "?";
-  int port = 0;
-  if (ss.ss_family == AF_INET) {
-    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-    inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
-    port = ntohs(a->sin_port);
-  } else if (ss.ss_family == AF_INET6) {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
-    port = ntohs(a->sin6_port);
-    if (strncmp(host, "::ffff:", 7) == 0) memmove(host, host + 7, strlen(host + 7) + 1);
-  }
-  return std::string(host) + ":" + std::to_string(port);
-}
-
-// One connected client: its queue pairs live as long as its TCP connection.
-struct Session {
-  int fd = -1;
-  int slot = 0;  // in the session table; 0: none taken yet
-  std::string peer;
-  std::unique_ptr<CompletionQueue> cq;
-  std::vector<std::unique_ptr<QueuePair>> qps;
-  ~Session() {
-    qps.clear();
-    cq.reset();
-    CloseFd(&fd);
-  }
-};
-
-}  // namespace
-
-struct Target::Impl {
-  SmartConfig smart_config;
-  BackendConfig backend_config;
-  std::unique_ptr<Device> device;
-  std::unique_ptr<MemoryRegion> pool;
-  int listen_fd = -1;
-  int wake_pipe[2] = {-1, -1};
-  std::thread listener;
-  std::atomic<bool> stopping{false};
-  std::mutex mutex;  // guards sessions and handshakes
-  std::list<std::unique_ptr<Session>> sessions;
-  struct Handshake {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> done;
-  };
-  std::list<Handshake> handshakes;  // touched by the listener thread and stop()
-  // Session slots not in use, oldest released first, so that a slot's
-  // incarnation moves on slowly. Guarded by `mutex`.
-  std::deque<int> free_slots;
-  uint64_t* session_table = nullptr;  // in the pool, chunk 0
-  std::string backing_description = "anonymous shared memory";
-  bool reopened = false;
-  bool persistent = false;  // a file or device: synced when the blade stops
-
-  // Hands out a session slot and publishes it as alive; 0 when none is free.
-  int open_session_slot(SessionId* id);
-  // Publishes the slot's session as gone and returns the slot.
-  void close_session_slot(int slot);
-  void serve();
-  void handshake(int fd);
-  void reap_handshakes(bool all);
-};
-
-void Target::Impl::reap_handshakes(bool all) {
-  for (auto it = handshakes.begin(); it != handshakes.end();) {
-    if (all || it->done->load()) {
-      if (it->thread.joinable()) it->thread.join();
-      it = handshakes.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
 
 namespace {
 
@@ -156,7 +75,15 @@ Target::Target(const SmartConfig& smart_config, const BackendConfig& backend_con
     : impl_(std::make_unique<Impl>()) {
   impl_->smart_config = smart_config;
   impl_->backend_config = backend_config;
-  impl_->device = Device::Open(smart_config);
+  impl_->auth = backend_config.auth.configured ? backend_config.auth : smart_config.auth;
+  if (!impl_->auth.none && !impl_->auth.key_file.empty()) {
+    const std::string where = backend_config.auth.configured ? backend_config.source : smart_config.source;
+    impl_->key = SessionKey::Load(impl_->auth.key_file, "auth.key_file in " + where);
+  }
+  // The transport learns whom else it may hand the pool to (shm).
+  SmartConfig device_config = smart_config;
+  device_config.auth = impl_->auth;
+  impl_->device = Device::Open(device_config);
   const uint64_t bytes = backend_config.capacity << 20;
   if (bytes < 2 * kChunkSize) throw Error("memory blade capacity must be at least 1 MiB");
   const PoolBacking backing = ParsePoolBacking(backend_config.backing, backend_config.source);
@@ -288,12 +215,32 @@ uint64_t Target::resident_bytes() const {
 
 void Target::start() {
   if (impl_->listen_fd >= 0) throw Error("memory blade already started");
-  impl_->listen_fd = TcpListen(impl_->backend_config.tcp_port, &port_);
+  const BackendConfig& backend = impl_->backend_config;
+  const bool loopback = IsLoopbackAddress(backend.bind);
+  if (!impl_->key && !loopback && !impl_->auth.none) {
+    throw Error("memory blade: refusing to listen on " + backend.bind +
+                " without a key: any host that reaches the port could read and write the whole pool. Set "
+                "\"auth\": {\"key_file\": ...} in " + backend.source +
+                " (smart_keygen writes a key), or \"auth\": \"none\" to accept that, or listen on 127.0.0.1");
+  }
+  impl_->listen_fd = TcpListen(backend.bind, backend.tcp_port, &port_);
+  if (!impl_->key && !loopback) {
+    SMART_WARN("memory blade: listening on %s port %d WITHOUT authentication (\"auth\": \"none\"): any host that "
+               "reaches this port can read and write the whole pool",
+               backend.bind.c_str(), port_);
+  }
   if (pipe2(impl_->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    CloseFd(&impl_->listen_fd);
     throw Error(std::string("memory blade: pipe: ") + strerror(errno));
   }
   impl_->listener = std::thread([this] { impl_->serve(); });
 }
+
+const std::string& Target::listen_address() const { return impl_->backend_config.bind; }
+
+bool Target::authenticates() const { return impl_->key.has_value(); }
+
+int Target::handshakes_in_progress() const { return impl_->handshakes_running.load(); }
 
 void Target::stop() {
   if (!impl_ || impl_->listen_fd < 0) return;
@@ -305,8 +252,14 @@ void Target::stop() {
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     for (auto& s : impl_->sessions) shutdown(s->fd, SHUT_RDWR);
+    // A handshake waiting for a silent peer ends now, not at its deadline.
+    for (auto& h : impl_->handshakes) {
+      if (h.state->fd >= 0) shutdown(h.state->fd, SHUT_RDWR);
+    }
   }
   impl_->reap_handshakes(true);
+  for (auto& r : impl_->refused) close(r.fd);
+  impl_->refused.clear();
   std::list<std::unique_ptr<Session>> sessions;
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
@@ -319,140 +272,6 @@ void Target::stop() {
   CloseFd(&impl_->wake_pipe[1]);
   if (impl_->persistent && msync(base_, capacity_, MS_SYNC) != 0) {
     SMART_WARN("memory blade: syncing the pool to %s: %s", impl_->backing_description.c_str(), strerror(errno));
-  }
-}
-
-void Target::Impl::serve() {
-  while (!stopping.load()) {
-    std::vector<pollfd> fds = {{listen_fd, POLLIN, 0}, {wake_pipe[0], POLLIN, 0}};
-    std::vector<Session*> watched;
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      for (auto& s : sessions) {
-        fds.push_back({s->fd, POLLIN, 0});
-        watched.push_back(s.get());
-      }
-    }
-    const int n = poll(fds.data(), fds.size(), 500);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      SMART_ERROR("memory blade: poll failed: %s", strerror(errno));
-      return;
-    }
-    if (fds[1].revents & POLLIN) {
-      char buf[64];
-      while (read(wake_pipe[0], buf, sizeof(buf)) > 0) {
-      }
-    }
-    if (stopping.load()) return;
-    // A client's TCP connection ending means the client is gone: release
-    // its queue pairs.
-    for (size_t i = 0; i < watched.size(); ++i) {
-      const short ev = fds[2 + i].revents;
-      if (ev == 0) continue;
-      char buf[64];
-      const ssize_t r = recv(watched[i]->fd, buf, sizeof(buf), MSG_DONTWAIT);
-      if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EINTR))) continue;  // stray bytes: ignore
-      std::unique_ptr<Session> gone;
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        for (auto it = sessions.begin(); it != sessions.end(); ++it) {
-          if (it->get() == watched[i]) {
-            SMART_INFO("memory blade: client %s disconnected", (*it)->peer.c_str());
-            gone = std::move(*it);
-            sessions.erase(it);
-            break;
-          }
-        }
-      }
-      // Queue pairs first, then the slot: once waiters see the session
-      // gone, the client's queue pairs can no longer write.
-      if (gone) {
-        const int slot = gone->slot;
-        gone.reset();
-        close_session_slot(slot);
-      }
-    }
-    reap_handshakes(false);
-    if (fds[0].revents & POLLIN) {
-      const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) continue;
-      // Each handshake runs in its own thread so that a slow or silent
-      // client cannot hold up the others.
-      auto done = std::make_shared<std::atomic<bool>>(false);
-      handshakes.push_back(Handshake{std::thread([this, fd, done] {
-                                       handshake(fd);
-                                       done->store(true);
-                                     }),
-                                     done});
-    }
-  }
-}
-
-void Target::Impl::handshake(int fd) {
-  auto session = std::make_unique<Session>();
-  session->fd = fd;
-  session->peer = PeerName(fd);
-  try {
-    SetSocketTimeouts(fd, kHandshakeTimeoutMs);
-    const ClientHello hello = ClientHello::Decode(RecvFrame(fd, session->peer), session->peer);
-    ServerHello reply;
-    int clients;
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      clients = static_cast<int>(sessions.size());
-    }
-    if (hello.transport != device->kind()) {
-      reply.error = std::string("the memory blade uses the ") + TransportKindName(device->kind()) +
-                    " transport and the client " + TransportKindName(hello.transport) +
-                    ": set \"transport\" in smart_config.json to the same value on both";
-    } else if (clients >= backend_config.max_clients) {
-      reply.error = "the memory blade already serves " + std::to_string(clients) + " clients (max_clients)";
-    }
-    if (!reply.error.empty()) {
-      SMART_WARN("memory blade: refused client %s: %s", session->peer.c_str(), reply.error.c_str());
-      SendFrame(fd, reply.Encode(), session->peer);
-      return;
-    }
-    session->cq = device->create_cq(16, nullptr, false);
-    QueuePairOptions options;
-    options.cq = session->cq.get();
-    options.max_send_wr = 1;
-    options.max_recv_wr = 1;
-    options.max_sge = 1;
-    options.max_inline_data = 0;
-    for (const QueuePairEndpoint& remote : hello.endpoints) {
-      session->qps.push_back(device->create_qp(options));
-      session->qps.back()->connect(remote, nullptr);
-      reply.endpoints.push_back(session->qps.back()->endpoint());
-    }
-    reply.regions[kMainMemoryRegion] = pool->remote();
-    reply.exported = device->export_regions({pool.get()});
-    session->slot = open_session_slot(&reply.session);
-    if (session->slot == 0) throw Error("no free session slot (" + std::to_string(kMaxSessions - 1) + " sessions)");
-    SendFrame(fd, reply.Encode(), session->peer);
-    const char ready = RecvByte(fd, session->peer);
-    if (ready != kClientReady) throw Error("client " + session->peer + " sent a bad readiness byte");
-    SendByte(fd, kServerReady, session->peer);
-    // From here on only EOF matters; no timeout on an idle connection.
-    SetSocketTimeouts(fd, 0);
-    SMART_INFO("memory blade: client %s connected with %zu queue pair(s), session %d", session->peer.c_str(),
-               session->qps.size(), session->slot);
-    std::unique_lock<std::mutex> lock(mutex);
-    if (!stopping.load()) {
-      sessions.push_back(std::move(session));
-      char c = 'n';
-      ssize_t ignored = write(wake_pipe[1], &c, 1);
-      (void)ignored;
-    }
-  } catch (const std::exception& e) {
-    SMART_WARN("memory blade: handshake with %s failed: %s", session->peer.c_str(), e.what());
-  }
-  if (session) {
-    // Never became a session (failed or stopping): its queue pairs go now.
-    const int slot = session->slot;
-    session.reset();
-    close_session_slot(slot);
   }
 }
 

@@ -1,8 +1,10 @@
 // Fuzz target: the connection handshake, the first bytes a memory blade
-// reads from any client and a client reads from any memory blade
-// (smart/resource/handshake.h). Bytes that are not a hello end in
-// smart::Error; a hello that decodes encodes to bytes that decode to the
-// same hello.
+// reads from any client and a client reads from any memory blade, before
+// either has proven anything (smart/resource/handshake.h): the
+// authentication messages and the hellos. Bytes that are not such a message
+// end in smart::Error; a message that decodes encodes to bytes that decode
+// to the same message. A decoded message never carries a proof its flag
+// says is absent.
 #include <cstring>
 #include <string>
 
@@ -23,6 +25,13 @@ bool SameEndpoints(const std::vector<smart::QueuePairEndpoint>& a, const std::ve
   return true;
 }
 
+bool Zero(const smart::Proof& p) {
+  for (uint8_t b : p) {
+    if (b != 0) return false;
+  }
+  return true;
+}
+
 void Client(const std::string& bytes) {
   smart::ClientHello hello;
   try {
@@ -30,11 +39,39 @@ void Client(const std::string& bytes) {
   } catch (const smart::Error&) {
     return;
   }
-  FuzzCheck(!hello.endpoints.empty() && hello.endpoints.size() <= smart::kMaxQueuePairsPerConnection,
+  FuzzCheck(!hello.error.empty() ||
+                (!hello.endpoints.empty() && hello.endpoints.size() <= smart::kMaxQueuePairsPerConnection),
             "a client hello decoded with a queue-pair count out of range");
+  FuzzCheck(hello.has_proof || Zero(hello.proof), "a client hello without a proof flag decoded a proof");
+  FuzzCheck(hello.error.size() <= smart::kMaxHandshakeError, "a client hello decoded an overlong error");
   const smart::ClientHello again = smart::ClientHello::Decode(hello.Encode(), "re-encoded client hello");
-  FuzzCheck(again.transport == hello.transport && SameEndpoints(again.endpoints, hello.endpoints),
+  FuzzCheck(again.error == hello.error && again.transport == hello.transport &&
+                SameEndpoints(again.endpoints, hello.endpoints) && again.has_proof == hello.has_proof &&
+                again.proof == hello.proof,
             "a client hello does not survive encode and decode");
+}
+
+void Auth(const std::string& bytes) {
+  try {
+    const smart::AuthHello hello = smart::AuthHello::Decode(bytes, "fuzzed auth hello");
+    FuzzCheck(bytes.size() == 4 + 2 + 1 + 1 + smart::kNonceBytes, "an auth hello decoded from the wrong length");
+    const smart::AuthHello again = smart::AuthHello::Decode(hello.Encode(), "re-encoded auth hello");
+    FuzzCheck(again.has_key == hello.has_key && again.nonce == hello.nonce,
+              "an auth hello does not survive encode and decode");
+  } catch (const smart::Error&) {
+  }
+  smart::AuthChallenge challenge;
+  try {
+    challenge = smart::AuthChallenge::Decode(bytes, "fuzzed auth challenge");
+  } catch (const smart::Error&) {
+    return;
+  }
+  FuzzCheck(challenge.has_key || Zero(challenge.proof), "a challenge without a key flag decoded a proof");
+  FuzzCheck(challenge.error.size() <= smart::kMaxHandshakeError, "a challenge decoded an overlong error");
+  const smart::AuthChallenge again = smart::AuthChallenge::Decode(challenge.Encode(), "re-encoded auth challenge");
+  FuzzCheck(again.error == challenge.error && again.has_key == challenge.has_key && again.nonce == challenge.nonce &&
+                again.proof == challenge.proof,
+            "an auth challenge does not survive encode and decode");
 }
 
 void Server(const std::string& bytes) {
@@ -69,6 +106,7 @@ void Server(const std::string& bytes) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
+  Auth(bytes);
   Client(bytes);
   Server(bytes);
   return 0;

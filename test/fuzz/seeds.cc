@@ -42,6 +42,8 @@ void Write(const std::string& target, const std::string& name, const std::string
 void Handshake() {
   smart::ClientHello client;
   client.transport = smart::TransportKind::kVerbs;
+  client.has_proof = true;
+  for (size_t i = 0; i < client.proof.size(); ++i) client.proof[i] = static_cast<uint8_t>(0xa0 + i);
   for (uint32_t i = 0; i < 3; ++i) {
     smart::QueuePairEndpoint e;
     e.qp_num = 17 + i;
@@ -64,6 +66,26 @@ void Handshake() {
   smart::ServerHello refused;
   refused.error = "the memory blade already serves 64 clients (max_clients)";
   Write("handshake", "refused", refused.Encode());
+  smart::ClientHello gave_up;
+  gave_up.error = "the client does not trust the memory blade: its proof does not match";
+  Write("handshake", "client_gave_up", gave_up.Encode());
+  smart::AuthHello auth;
+  auth.has_key = true;
+  for (size_t i = 0; i < auth.nonce.size(); ++i) auth.nonce[i] = static_cast<uint8_t>(i);
+  Write("handshake", "auth_hello", auth.Encode());
+  smart::AuthHello::Decode(auth.Encode(), "seed");
+  smart::AuthChallenge challenge;
+  challenge.has_key = true;
+  challenge.nonce = auth.nonce;
+  challenge.proof = client.proof;
+  Write("handshake", "auth_challenge", challenge.Encode());
+  smart::AuthChallenge::Decode(challenge.Encode(), "seed");
+  smart::AuthChallenge keyless;
+  keyless.nonce = auth.nonce;
+  Write("handshake", "auth_challenge_keyless", keyless.Encode());
+  smart::AuthChallenge at_limit;
+  at_limit.error = "the memory blade is at max_clients (2): 0 sessions and 2 handshakes in progress";
+  Write("handshake", "auth_refused", at_limit.Encode());
 }
 
 void HashTable() {

@@ -164,6 +164,34 @@ TEST(BackendConfig, ParsesAndValidates) {
   ExpectConfigError([] { BackendConfig::Parse(R"({"tcp_port": 1})", "backend.json"); }, {"capacity", "missing"});
 }
 
+TEST(BackendConfig, BindAndAuth) {
+  const BackendConfig plain = BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0})", "/etc/smart/backend.json");
+  EXPECT_EQ(plain.bind, "127.0.0.1");
+  EXPECT_FALSE(plain.auth.configured);
+  const BackendConfig keyed = BackendConfig::Parse(
+      R"({"capacity": 64, "tcp_port": 0, "bind": "0.0.0.0", "auth": {"key_file": "smart.key", "allow_uids": [1001, 0]}})",
+      "/etc/smart/backend.json");
+  EXPECT_EQ(keyed.bind, "0.0.0.0");
+  EXPECT_TRUE(keyed.auth.configured);
+  EXPECT_FALSE(keyed.auth.none);
+  EXPECT_EQ(keyed.auth.key_file, "/etc/smart/smart.key");  // beside the config file
+  EXPECT_EQ(keyed.auth.allow_uids, (std::vector<uint32_t>{1001, 0}));
+  EXPECT_EQ(BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0, "auth": {"key_file": "/k"}})", "b.json").auth.key_file,
+            "/k");
+  EXPECT_TRUE(BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0, "auth": "none"})", "b.json").auth.none);
+  ExpectConfigError([] { BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0, "auth": "off"})", "b.json"); },
+                    {"b.json", "\"auth\"", "\"none\" or an object"});
+  ExpectConfigError(
+      [] { BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0, "auth": {"allow_uids": [-1]}})", "b.json"); },
+      {"auth.allow_uids", "user ids"});
+  ExpectConfigError([] { BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0, "auth": {"keyfile": "k"}})", "b.json"); },
+                    {"auth.keyfile"});
+  ExpectConfigError([] { BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0, "bind": ""})", "b.json"); },
+                    {"bind"});
+  const SmartConfig client = SmartConfig::Parse(testing::ConfigText(R"("auth": {"key_file": "k"},)"), "conf/smart.json");
+  EXPECT_EQ(client.auth.key_file, "conf/k");
+}
+
 TEST(BackendConfig, PoolBacking) {
   EXPECT_EQ(BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0})", "b.json").backing, "memfd");
   EXPECT_EQ(BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0, "backing": "hugetlb"})", "b.json").backing,

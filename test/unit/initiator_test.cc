@@ -304,7 +304,7 @@ TEST(InitiatorConnect, SilentPeerTimesOut) {
   config.connect_timeout_ms = 300;
   // A TCP listener that never answers the handshake.
   int port = 0;
-  const int fd = TcpListen(0, &port);
+  const int fd = TcpListen("127.0.0.1", 0, &port);
   Initiator initiator(config);
   try {
     initiator.connect(0, "127.0.0.1", port, 1);

@@ -151,7 +151,7 @@ TEST(Histogram, BucketIndexIsMonotonicAndBounded) {
 
 TEST(Net, ConnectingToAClosedPortIsAClearError) {
   int port = 0;
-  const int fd = TcpListen(0, &port);
+  const int fd = TcpListen("127.0.0.1", 0, &port);
   close(fd);  // nobody listens there now
   try {
     TcpConnect("127.0.0.1", port, 2000);

@@ -8,9 +8,11 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -70,13 +72,45 @@ void HintHugePages(size_t bytes) {
              kShmemHugePages, kShmemHugePages);
 }
 
-sockaddr_un AbstractAddress(const std::string& name, socklen_t* len) {
+// A Unix socket address for a path (the caller checked its length).
+sockaddr_un PathAddress(const std::string& path, socklen_t* len) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  addr.sun_path[0] = '\0';
-  memcpy(addr.sun_path + 1, name.data(), name.size());
-  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  memcpy(addr.sun_path, path.data(), path.size());
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
   return addr;
+}
+
+// A new private directory for the memfd socket: $XDG_RUNTIME_DIR (the
+// user's own) when it is set and no other user needs to reach it, else /tmp.
+std::string MakeSocketDirectory(bool shared) {
+  const char* runtime = getenv("XDG_RUNTIME_DIR");
+  std::string base = runtime != nullptr && runtime[0] == '/' && !shared ? runtime : "/tmp";
+  struct stat st;
+  if (stat(base.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || access(base.c_str(), W_OK) != 0) base = "/tmp";
+  std::string dir = base + "/smart-shm.XXXXXX";
+  if (mkdtemp(dir.data()) == nullptr) throw Error(Errno(("shm transport: creating a directory in " + base).c_str()));
+  return dir;
+}
+
+// The answer to a client whose user may not map the pool: this word, then
+// the blade's uid, instead of a region count.
+constexpr uint64_t kRefusedUser = ~uint64_t{0};
+
+// Why an Unix-socket connect to the blade failed, in words a user can act on.
+std::string DescribeConnectFailure(const std::string& path, int err) {
+  std::string message = "shm transport: cannot reach the memory blade's shared memory at " + path + ": " + strerror(err);
+  if (err == EACCES) {
+    struct stat st;
+    const std::string dir = path.substr(0, path.rfind('/'));
+    const std::string owner = stat(dir.c_str(), &st) == 0 ? "uid " + std::to_string(st.st_uid) : "another user";
+    message += " (the memory blade runs as " + owner + " and this process as uid " + std::to_string(geteuid()) +
+               "; the blade shares its pool with other users only when its auth.allow_uids lists them)";
+  } else {
+    message += ". The shm transport only reaches memory blades on this host; use \"transport\": \"verbs\" for a "
+               "remote one";
+  }
+  return message;
 }
 
 void SetTimeouts(int fd, int ms) {
@@ -121,7 +155,8 @@ ShmPeerMemory::~ShmPeerMemory() {
 }
 
 ShmDevice::ShmDevice(const SmartConfig& config)
-    : latency_ns_(config.shm.latency_ns),
+    : allowed_uids_(config.auth.allow_uids),
+      latency_ns_(config.shm.latency_ns),
       latency_cycles_(config.shm.latency_ns == 0
                           ? 0
                           : static_cast<uint64_t>(static_cast<double>(config.shm.latency_ns) * CyclesPerNanosecond())) {}
@@ -134,6 +169,10 @@ ShmDevice::~ShmDevice() {
     fd_server_.join();
   }
   if (listen_fd_ >= 0) close(listen_fd_);
+  if (!socket_path_.empty()) {
+    unlink(socket_path_.c_str());
+    rmdir(socket_path_.substr(0, socket_path_.rfind('/')).c_str());
+  }
   if (stop_pipe_[0] >= 0) close(stop_pipe_[0]);
   if (stop_pipe_[1] >= 0) close(stop_pipe_[1]);
 }
@@ -258,20 +297,36 @@ std::string ShmDevice::export_regions(const std::vector<const MemoryRegion*>& re
   }
   std::lock_guard<std::mutex> lock(export_mutex_);
   if (listen_fd_ < 0) {
-    socket_name_ = "smart-shm." + std::to_string(getpid()) + "." + std::to_string(RandomU32());
+    // A socket in a directory of its own, not in the abstract namespace
+    // that every local user can reach: the directory is the blade user's
+    // alone (0700), or only searchable by others (0711) when
+    // auth.allow_uids names other users; serve_fds checks every peer's
+    // credentials either way.
+    const bool shared = !allowed_uids_.empty();
+    const std::string dir = MakeSocketDirectory(shared);
+    const std::string path = dir + "/memfd.sock";
+    if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+      rmdir(dir.c_str());
+      throw Error("shm transport: the socket path " + path + " is too long for a Unix socket; set XDG_RUNTIME_DIR "
+                  "to a shorter directory");
+    }
     const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0) throw Error(Errno("shm transport: socket"));
+    if (fd < 0) {
+      rmdir(dir.c_str());
+      throw Error(Errno("shm transport: socket"));
+    }
     socklen_t len;
-    sockaddr_un addr = AbstractAddress(socket_name_, &len);
-    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(fd, 64) != 0) {
-      const std::string message = Errno("shm transport: binding the memfd socket");
+    sockaddr_un addr = PathAddress(path, &len);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(fd, 64) != 0 ||
+        (shared && (chmod(dir.c_str(), 0711) != 0 || chmod(path.c_str(), 0666) != 0)) ||
+        pipe2(stop_pipe_, O_CLOEXEC) != 0) {
+      const std::string message = Errno(("shm transport: setting up the memfd socket " + path).c_str());
       close(fd);
+      unlink(path.c_str());
+      rmdir(dir.c_str());
       throw Error(message);
     }
-    if (pipe2(stop_pipe_, O_CLOEXEC) != 0) {
-      close(fd);
-      throw Error(Errno("shm transport: pipe"));
-    }
+    socket_path_ = path;
     listen_fd_ = fd;
     fd_server_ = std::thread([this] { serve_fds(); });
   }
@@ -282,7 +337,12 @@ std::string ShmDevice::export_regions(const std::vector<const MemoryRegion*>& re
   pending.expires_ns = now + kExportLifetimeNs;
   const std::string token = RandomToken();
   pending_exports_[token] = std::move(pending);
-  return socket_name_ + '\0' + token;
+  return socket_path_ + '\0' + token;
+}
+
+bool ShmDevice::user_allowed(uint32_t uid) const {
+  if (uid == geteuid()) return true;
+  return std::find(allowed_uids_.begin(), allowed_uids_.end(), uid) != allowed_uids_.end();
 }
 
 void ShmDevice::serve_fds() {
@@ -295,7 +355,31 @@ void ShmDevice::serve_fds() {
     if (fds[1].revents) return;
     if (!(fds[0].revents & POLLIN)) continue;
     const int client = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (client < 0) continue;
+    if (client < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // The connection waits in the backlog: do not spin on it.
+        pollfd stop{stop_pipe_[0], POLLIN, 0};
+        poll(&stop, 1, 100);
+      }
+      continue;
+    }
+    ucred cred{};
+    socklen_t cred_len = sizeof(cred);
+    if (getsockopt(client, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 || !user_allowed(cred.uid)) {
+      SMART_WARN("shm transport: refused the pool to uid %u (pid %d): only uid %u%s may map it (auth.allow_uids)",
+                 static_cast<unsigned>(cred.uid), static_cast<int>(cred.pid), static_cast<unsigned>(geteuid()),
+                 allowed_uids_.empty() ? "" : " and the users in auth.allow_uids");
+      // Its token first (briefly): closing with it unread would reset the
+      // connection and could discard the answer before the peer reads it.
+      SetTimeouts(client, 200);
+      char ignored_token[kTokenBytes];
+      ssize_t ignored = recv(client, ignored_token, sizeof(ignored_token), 0);
+      const uint64_t refuse[2] = {kRefusedUser, geteuid()};
+      ignored = send(client, refuse, sizeof(refuse), MSG_NOSIGNAL | MSG_DONTWAIT);
+      (void)ignored;
+      close(client);
+      continue;
+    }
     SetTimeouts(client, 5000);
     char token[kTokenBytes];
     const ssize_t n = recv(client, token, sizeof(token), 0);
@@ -342,7 +426,8 @@ void ShmDevice::serve_fds() {
 std::shared_ptr<PeerMemory> ShmDevice::import_regions(const std::vector<RemoteRegion>& regions,
                                                        const std::string& exported) {
   const size_t nul = exported.find('\0');
-  if (nul == std::string::npos || exported.size() - nul - 1 != kTokenBytes || nul == 0 || nul > 100) {
+  if (nul == std::string::npos || exported.size() - nul - 1 != kTokenBytes || nul == 0 ||
+      nul >= sizeof(sockaddr_un::sun_path) || exported[0] != '/') {
     throw Error("shm transport: the memory blade sent malformed shared-memory details (" +
                 std::to_string(exported.size()) + " bytes); is it a shm memory blade of the same version?");
   }
@@ -352,18 +437,17 @@ std::shared_ptr<PeerMemory> ShmDevice::import_regions(const std::vector<RemoteRe
   if (fd < 0) throw Error(Errno("shm transport: socket"));
   SetTimeouts(fd, 5000);
   socklen_t len;
-  sockaddr_un addr = AbstractAddress(name, &len);
+  sockaddr_un addr = PathAddress(name, &len);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
-    const std::string message = Errno("shm transport: reaching the memory blade's shared memory");
-    close(fd);
-    throw Error(message +
-                ". The shm transport only reaches memory blades on this host; use \"transport\": \"verbs\" "
-                "for a remote one");
-  }
-  if (send(fd, token.data(), token.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(token.size())) {
-    const std::string message = Errno("shm transport: sending the handshake token");
+    const std::string message = DescribeConnectFailure(name, errno);
     close(fd);
     throw Error(message);
+  }
+  // A blade that refuses this user answers and closes at once, maybe before
+  // the token goes out: its answer is still there to read.
+  std::string send_error;
+  if (send(fd, token.data(), token.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(token.size())) {
+    send_error = Errno("shm transport: sending the handshake token");
   }
   std::vector<uint64_t> payload(1 + kMemoryRegions + 8);
   iovec iov{payload.data(), payload.size() * sizeof(uint64_t)};
@@ -386,6 +470,17 @@ std::shared_ptr<PeerMemory> ShmDevice::import_regions(const std::vector<RemoteRe
   auto close_all = [&fds] {
     for (int f : fds) close(f);
   };
+  if (n == 2 * static_cast<ssize_t>(sizeof(uint64_t)) && payload[0] == kRefusedUser) {
+    close_all();
+    throw Error("shm transport: the memory blade (uid " + std::to_string(payload[1]) +
+                ") refuses to share its pool with this process's user (uid " + std::to_string(geteuid()) +
+                "): run as the same user, or list uid " + std::to_string(geteuid()) +
+                " in auth.allow_uids of the blade's backend.json");
+  }
+  if (!send_error.empty()) {
+    close_all();
+    throw Error(send_error);
+  }
   if (n < static_cast<ssize_t>(sizeof(uint64_t)) || payload[0] == 0) {
     close_all();
     throw Error(n < 0 ? Errno("shm transport: receiving the memory blade's memory")

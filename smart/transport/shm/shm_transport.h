@@ -252,6 +252,10 @@ class ShmDevice final : public Device {
   friend class ShmRegion;
   uint32_t register_local(char* addr, uint64_t length);
   void serve_fds();
+  // Whether a peer running as `uid` may map the pool (SO_PEERCRED).
+  bool user_allowed(uint32_t uid) const;
+
+  std::vector<uint32_t> allowed_uids_;  // auth.allow_uids, besides our own uid
 
   uint64_t latency_ns_;
   uint64_t latency_cycles_;
@@ -268,7 +272,7 @@ class ShmDevice final : public Device {
   };
   std::mutex export_mutex_;
   std::map<std::string, PendingExport> pending_exports_;  // token -> regions
-  std::string socket_name_;  // abstract namespace, without the leading NUL
+  std::string socket_path_;  // in a directory of its own, removed with the device
   int listen_fd_ = -1;
   int stop_pipe_[2] = {-1, -1};
   std::thread fd_server_;

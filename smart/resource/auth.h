@@ -1,0 +1,58 @@
+// Session authentication: the cluster's shared key and the proofs both sides
+// of a handshake exchange. Each side sends a fresh random nonce; each proves
+// it holds the key with a MAC (libsodium's crypto_auth, HMAC-SHA-512-256)
+// over a label naming its role and both nonces, so a proof can be neither
+// reflected back (the label differs) nor replayed (the other side's nonce is
+// new every time).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace smart {
+
+constexpr size_t kNonceBytes = 32;
+constexpr size_t kProofBytes = 32;
+// A key file holds at least this many bytes (`head -c 32 /dev/urandom`).
+constexpr size_t kMinKeyFileBytes = 32;
+constexpr size_t kMaxKeyFileBytes = 4096;
+
+using Nonce = std::array<uint8_t, kNonceBytes>;
+using Proof = std::array<uint8_t, kProofBytes>;
+
+enum class AuthRole { kClient, kBlade };
+
+// The MAC key derived from a key file, and where it came from (for messages).
+class SessionKey {
+ public:
+  // Reads `path` (`what` names the config key in errors, e.g.
+  // "auth.key_file in backend.json"). Throws smart::Error when the file
+  // cannot be read, is not a regular file, or is shorter than 32 bytes.
+  static SessionKey Load(const std::string& path, const std::string& what);
+  // A key from bytes (tests). Same length rule as Load.
+  static SessionKey FromBytes(const std::string& bytes, const std::string& name);
+
+  const std::string& path() const { return path_; }
+  Proof prove(AuthRole role, const Nonce& client_nonce, const Nonce& server_nonce) const;
+  // Constant-time comparison with the proof `role` would give.
+  bool verify(AuthRole role, const Nonce& client_nonce, const Nonce& server_nonce, const Proof& proof) const;
+
+ private:
+  std::array<uint8_t, 32> key_{};
+  std::string path_;
+};
+
+// A fresh random nonce (libsodium's randombytes).
+Nonce RandomNonce();
+
+// Writes 32 random bytes to `path`, created with mode 0600 (never replacing
+// an existing file). Throws smart::Error naming the path and the cause.
+void WriteNewKeyFile(const std::string& path);
+
+// True for an address that only this host can reach: 127.0.0.0/8, ::1,
+// "localhost". Anything else (0.0.0.0, ::, a host name) is beyond loopback.
+bool IsLoopbackAddress(const std::string& address);
+
+}  // namespace smart

@@ -1,0 +1,99 @@
+// The memory blade's insides, shared by target.cc (the pool, session slots,
+// start and stop) and target_sessions.cc (the listener and the handshake).
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "smart/config.h"
+#include "smart/resource/auth.h"
+#include "smart/resource/net.h"
+#include "smart/target.h"
+#include "smart/transport.h"
+
+namespace smart {
+
+// One connected client: its queue pairs live as long as its TCP connection.
+struct Session {
+  int fd = -1;
+  int slot = 0;  // in the session table; 0: none taken yet
+  std::string peer;
+  std::unique_ptr<CompletionQueue> cq;
+  std::vector<std::unique_ptr<QueuePair>> qps;
+  ~Session() {
+    qps.clear();
+    cq.reset();
+    CloseFd(&fd);
+  }
+};
+
+struct Target::Impl {
+  SmartConfig smart_config;
+  BackendConfig backend_config;
+  AuthConfig auth;                 // backend.json's, else smart_config.json's
+  std::optional<SessionKey> key;   // none: clients are not asked for a proof
+  std::unique_ptr<Device> device;
+  std::unique_ptr<MemoryRegion> pool;
+  int listen_fd = -1;
+  int wake_pipe[2] = {-1, -1};
+  std::thread listener;
+  std::atomic<bool> stopping{false};
+  mutable std::mutex mutex;  // guards sessions and free_slots
+  std::list<std::unique_ptr<Session>> sessions;
+  struct HandshakeState {
+    std::atomic<bool> done{false};
+    int fd = -1;  // guarded by `mutex`; -1 once the handshake let go of it
+  };
+  struct Handshake {
+    std::thread thread;
+    std::shared_ptr<HandshakeState> state;
+  };
+  std::list<Handshake> handshakes;  // touched by the listener thread and stop()
+  std::atomic<int> handshakes_running{0};
+  // Connections refused at accept (max_clients): the refusal is sent, then
+  // the socket lingers until the peer closes or a second passes, so the
+  // peer reads the reason instead of a reset. Listener thread only.
+  struct Refused {
+    int fd;
+    Deadline until;
+  };
+  std::vector<Refused> refused;
+  // accept() failing for want of descriptors or memory (EMFILE, ENFILE,
+  // ENOBUFS, ENOMEM): the listener stops polling the socket for a while
+  // instead of spinning on it, and says so once per episode.
+  Deadline accept_paused_until{};
+  int accept_backoff_ms = 0;
+  bool accept_trouble_said = false;
+  uint64_t accept_failures = 0;  // in the current episode
+  // Session slots not in use, oldest released first, so that a slot's
+  // incarnation moves on slowly. Guarded by `mutex`.
+  std::deque<int> free_slots;
+  uint64_t* session_table = nullptr;  // in the pool, chunk 0
+  std::string backing_description = "anonymous shared memory";
+  bool reopened = false;
+  bool persistent = false;  // a file or device: synced when the blade stops
+
+  // Hands out a session slot and publishes it as alive; 0 when none is free.
+  int open_session_slot(SessionId* id);
+  // Publishes the slot's session as gone and returns the slot.
+  void close_session_slot(int slot);
+  void serve();
+  void accept_one();
+  void refuse(int fd, const std::string& peer, const std::string& reason);
+  void drain_refused(const std::vector<pollfd>& fds, size_t first);
+  void handshake(int fd, HandshakeState* state);
+  void reap_handshakes(bool all);
+  void wake();
+};
+
+// host:port of a connected socket's peer ("unknown peer" when it is gone).
+std::string PeerName(int fd);
+
+}  // namespace smart

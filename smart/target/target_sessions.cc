@@ -1,0 +1,356 @@
+// The memory blade's listener and handshake: accepting connections within
+// max_clients, authenticating each client before anything about the pool
+// leaves the blade, and noticing when a client's connection ends.
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "smart/logging.h"
+#include "smart/resource/handshake.h"
+#include "smart/status.h"
+#include "smart/target/target_impl.h"
+
+namespace smart {
+
+namespace {
+
+constexpr int kMaxAcceptBackoffMs = 1000;
+constexpr size_t kMaxLingeringRefusals = 64;
+constexpr auto kRefusalLinger = std::chrono::seconds(1);
+
+std::chrono::steady_clock::time_point Now() { return std::chrono::steady_clock::now(); }
+
+int MillisecondsUntil(Deadline t) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - Now()).count();
+  return ms <= 0 ? 0 : static_cast<int>(std::min<int64_t>(ms, 1 << 30)) + 1;
+}
+
+}  // namespace
+
+std::string PeerName(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "unknown peer";
+  char host[128] = "?";
+  int port = 0;
+  if (ss.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+    port = ntohs(a->sin_port);
+  } else if (ss.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+    port = ntohs(a->sin6_port);
+    if (strncmp(host, "::ffff:", 7) == 0) memmove(host, host + 7, strlen(host + 7) + 1);
+  }
+  return std::string(host) + ":" + std::to_string(port);
+}
+
+void Target::Impl::reap_handshakes(bool all) {
+  for (auto it = handshakes.begin(); it != handshakes.end();) {
+    if (all || it->state->done.load()) {
+      if (it->thread.joinable()) it->thread.join();
+      it = handshakes.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Target::Impl::wake() {
+  char c = 'n';
+  ssize_t ignored = write(wake_pipe[1], &c, 1);
+  (void)ignored;
+}
+
+void Target::Impl::serve() {
+  while (!stopping.load()) {
+    const bool accepting = Now() >= accept_paused_until;
+    // A negative fd is skipped by poll: a paused listener is not watched.
+    std::vector<pollfd> fds = {{accepting ? listen_fd : -1, POLLIN, 0}, {wake_pipe[0], POLLIN, 0}};
+    std::vector<Session*> watched;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (auto& s : sessions) {
+        fds.push_back({s->fd, POLLIN, 0});
+        watched.push_back(s.get());
+      }
+    }
+    const size_t first_refused = fds.size();
+    int timeout_ms = 500;
+    for (const Refused& r : refused) {
+      fds.push_back({r.fd, POLLIN, 0});
+      timeout_ms = std::min(timeout_ms, MillisecondsUntil(r.until));
+    }
+    if (!accepting) timeout_ms = std::min(timeout_ms, MillisecondsUntil(accept_paused_until));
+    const int n = poll(fds.data(), fds.size(), timeout_ms);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      SMART_ERROR("memory blade: poll failed: %s", strerror(errno));
+      return;
+    }
+    if (fds[1].revents & POLLIN) {
+      char buf[64];
+      while (read(wake_pipe[0], buf, sizeof(buf)) > 0) {
+      }
+    }
+    if (stopping.load()) return;
+    // A client's TCP connection ending means the client is gone: release
+    // its queue pairs.
+    for (size_t i = 0; i < watched.size(); ++i) {
+      const short ev = fds[2 + i].revents;
+      if (ev == 0) continue;
+      char buf[64];
+      const ssize_t r = recv(watched[i]->fd, buf, sizeof(buf), MSG_DONTWAIT);
+      if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EINTR))) continue;  // stray bytes: ignore
+      std::unique_ptr<Session> gone;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        for (auto it = sessions.begin(); it != sessions.end(); ++it) {
+          if (it->get() == watched[i]) {
+            SMART_INFO("memory blade: client %s disconnected", (*it)->peer.c_str());
+            gone = std::move(*it);
+            sessions.erase(it);
+            break;
+          }
+        }
+      }
+      // Queue pairs first, then the slot: once waiters see the session
+      // gone, the client's queue pairs can no longer write.
+      if (gone) {
+        const int slot = gone->slot;
+        gone.reset();
+        close_session_slot(slot);
+      }
+    }
+    drain_refused(fds, first_refused);
+    reap_handshakes(false);
+    if (accepting && (fds[0].revents & POLLIN)) accept_one();
+  }
+}
+
+void Target::Impl::accept_one() {
+  const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM) return;  // EAGAIN, ECONNABORTED, ...
+    // The connection stays in the backlog, so the socket stays readable:
+    // polling it again at once would spin. Wait, longer each time.
+    ++accept_failures;
+    accept_backoff_ms = std::clamp(accept_backoff_ms * 2, 10, kMaxAcceptBackoffMs);
+    accept_paused_until = Now() + std::chrono::milliseconds(accept_backoff_ms);
+    if (!accept_trouble_said) {
+      accept_trouble_said = true;
+      std::string limit;
+      rlimit rl{};
+      if (err == EMFILE && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        limit = " (this process may open " + std::to_string(rl.rlim_cur) + " files: ulimit -n)";
+      }
+      SMART_WARN("memory blade: cannot accept connections: %s%s; pausing accepts, retrying at most once a second "
+                 "until descriptors free up",
+                 strerror(err), limit.c_str());
+    }
+    return;
+  }
+  if (accept_trouble_said) {
+    accept_trouble_said = false;
+    SMART_INFO("memory blade: accepting connections again (%llu attempts failed meanwhile)",
+               static_cast<unsigned long long>(accept_failures));
+  }
+  accept_failures = 0;
+  accept_backoff_ms = 0;
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  int established;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    established = static_cast<int>(sessions.size());
+  }
+  const int in_handshake = handshakes_running.load();
+  if (established + in_handshake >= backend_config.max_clients) {
+    refuse(fd, PeerName(fd),
+           "the memory blade is at max_clients (" + std::to_string(backend_config.max_clients) + "): " +
+               std::to_string(established) + " sessions and " + std::to_string(in_handshake) +
+               " handshakes in progress; try again later");
+    return;
+  }
+  // Each handshake runs in its own thread so that a slow or silent client
+  // cannot hold up the others; max_clients bounds the threads.
+  handshakes_running.fetch_add(1);
+  auto state = std::make_shared<HandshakeState>();
+  state->fd = fd;
+  handshakes.push_back(Handshake{std::thread([this, fd, s = state.get()] {
+                                   handshake(fd, s);
+                                   handshakes_running.fetch_sub(1);
+                                   s->done.store(true);
+                                   wake();
+                                 }),
+                                 state});
+}
+
+void Target::Impl::refuse(int fd, const std::string& peer, const std::string& reason) {
+  static std::atomic<uint64_t> refusals{0};
+  // One line for the first refusal and then one per thousand, not one per
+  // connection of a flood.
+  const uint64_t count = refusals.fetch_add(1);
+  if (count % 1000 == 0) {
+    SMART_WARN("memory blade: refused connection from %s: %s (%llu refused so far)", peer.c_str(), reason.c_str(),
+               static_cast<unsigned long long>(count + 1));
+  }
+  AuthChallenge answer;
+  answer.error = reason;
+  WireWriter frame;
+  const std::string body = answer.Encode();
+  frame.u32(static_cast<uint32_t>(body.size()));
+  frame.bytes(body.data(), body.size());
+  ssize_t ignored = send(fd, frame.data().data(), frame.data().size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  (void)ignored;
+  shutdown(fd, SHUT_WR);
+  // Closing now, with the peer's hello unread, would reset the connection
+  // and could discard the answer before the peer reads it.
+  if (refused.size() >= kMaxLingeringRefusals) {
+    close(fd);
+    return;
+  }
+  refused.push_back(Refused{fd, Now() + kRefusalLinger});
+}
+
+void Target::Impl::drain_refused(const std::vector<pollfd>& fds, size_t first) {
+  const auto now = Now();
+  std::vector<Refused> keep;
+  for (size_t i = 0; i < refused.size(); ++i) {
+    bool done = now >= refused[i].until;
+    if (!done && first + i < fds.size() && fds[first + i].revents != 0) {
+      char buf[256];
+      const ssize_t r = recv(refused[i].fd, buf, sizeof(buf), MSG_DONTWAIT);
+      done = r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR);
+    }
+    if (done) {
+      close(refused[i].fd);
+    } else {
+      keep.push_back(refused[i]);
+    }
+  }
+  refused.swap(keep);
+}
+
+void Target::Impl::handshake(int fd, HandshakeState* state) {
+  auto session = std::make_unique<Session>();
+  session->fd = fd;
+  session->peer = PeerName(fd);
+  const std::string& peer = session->peer;
+  const Deadline deadline = Now() + std::chrono::milliseconds(smart_config.connect_timeout_ms);
+  // Which answer the client waits for, should the handshake fail.
+  enum class Stage { kChallenge, kServerHello, kDone } stage = Stage::kChallenge;
+  auto refuse_client = [&](const std::string& reason, bool log = true) {
+    if (log) SMART_WARN("memory blade: refused client %s: %s", peer.c_str(), reason.c_str());
+    if (stage == Stage::kChallenge) {
+      AuthChallenge answer;
+      answer.error = reason;
+      SendFrame(fd, answer.Encode(), peer);
+    } else if (stage == Stage::kServerHello) {
+      ServerHello answer;
+      answer.error = reason;
+      SendFrame(fd, answer.Encode(), peer);
+    }
+    stage = Stage::kDone;
+  };
+  auto run = [&] {
+    SetSocketTimeouts(fd, smart_config.connect_timeout_ms);
+    const AuthHello auth_hello = AuthHello::Decode(RecvFrame(fd, peer, kMaxAuthFrame, deadline), peer);
+    if (key && !auth_hello.has_key) {
+      refuse_client("the memory blade requires a key and the client has none: set \"auth\": {\"key_file\": ...} "
+                    "in the client's smart_config.json to a copy of the memory blade's key file");
+      return;
+    }
+    AuthChallenge challenge;
+    challenge.nonce = RandomNonce();
+    challenge.has_key = key.has_value();
+    if (key) challenge.proof = key->prove(AuthRole::kBlade, auth_hello.nonce, challenge.nonce);
+    SendFrame(fd, challenge.Encode(), peer);
+    stage = Stage::kServerHello;
+
+    const ClientHello hello = ClientHello::Decode(RecvFrame(fd, peer, kMaxHelloFrame, deadline), peer);
+    if (!hello.error.empty()) {
+      SMART_WARN("memory blade: client %s gave up the handshake: %s", peer.c_str(), hello.error.c_str());
+      stage = Stage::kDone;
+    } else if (key && !hello.has_proof) {
+      refuse_client("authentication failed: the client sent no proof of the key");
+    } else if (key && !key->verify(AuthRole::kClient, auth_hello.nonce, challenge.nonce, hello.proof)) {
+      refuse_client("authentication failed: the client's proof does not match the memory blade's key (the two "
+                    "sides' auth.key_file hold different keys)");
+    } else if (hello.transport != device->kind()) {
+      refuse_client(std::string("the memory blade uses the ") + TransportKindName(device->kind()) +
+                    " transport and the client " + TransportKindName(hello.transport) +
+                    ": set \"transport\" in smart_config.json to the same value on both");
+    }
+    if (stage == Stage::kDone) return;  // refused: nothing more to do or say
+
+    // The client proved the key (or none is required): only now does
+    // anything about the pool leave the blade.
+    ServerHello reply;
+    session->cq = device->create_cq(16, nullptr, false);
+    QueuePairOptions options;
+    options.cq = session->cq.get();
+    options.max_send_wr = 1;
+    options.max_recv_wr = 1;
+    options.max_sge = 1;
+    options.max_inline_data = 0;
+    for (const QueuePairEndpoint& remote : hello.endpoints) {
+      session->qps.push_back(device->create_qp(options));
+      session->qps.back()->connect(remote, nullptr);
+      reply.endpoints.push_back(session->qps.back()->endpoint());
+    }
+    reply.regions[kMainMemoryRegion] = pool->remote();
+    reply.exported = device->export_regions({pool.get()});
+    session->slot = open_session_slot(&reply.session);
+    if (session->slot == 0) throw Error("no free session slot (" + std::to_string(kMaxSessions - 1) + " sessions)");
+    SendFrame(fd, reply.Encode(), peer);
+    stage = Stage::kDone;
+    const char ready = RecvByte(fd, peer, deadline);
+    if (ready != kClientReady) throw Error("client " + peer + " sent a bad readiness byte");
+    SendByte(fd, kServerReady, peer);
+    // From here on only EOF matters; no timeout on an idle connection.
+    SetSocketTimeouts(fd, 0);
+    SMART_INFO("memory blade: client %s connected with %zu queue pair(s), session %d%s", peer.c_str(),
+               session->qps.size(), session->slot, key ? ", authenticated" : "");
+    std::lock_guard<std::mutex> lock(mutex);
+    state->fd = -1;
+    if (!stopping.load()) {
+      sessions.push_back(std::move(session));
+      wake();
+    }
+  };
+  try {
+    run();
+  } catch (const std::exception& e) {
+    SMART_WARN("memory blade: handshake with %s failed: %s", peer.c_str(), e.what());
+    // Tell the client why, in the answer it waits for; best effort.
+    try {
+      refuse_client(std::string("the memory blade could not complete the handshake: ") + e.what(), false);
+    } catch (const std::exception&) {
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    state->fd = -1;
+  }
+  if (session) {
+    // Never became a session (failed, refused or stopping): its queue
+    // pairs go now.
+    const int slot = session->slot;
+    session.reset();
+    close_session_slot(slot);
+  }
+}
+
+}  // namespace smart

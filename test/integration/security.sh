@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Authenticated sessions and bounded handshakes between real processes:
+#   - a blade with a key: the right key connects; a wrong key and no key are
+#     refused, with a clear error on both sides naming the peer;
+#   - beyond loopback without a key the blade refuses to start;
+#   - shm: a client running as another user (nobody) does not get the pool,
+#     unless the blade's auth.allow_uids lists it (needs root; else skipped);
+#   - 200 idle TCP peers do not keep a legitimate client out;
+#   - under ulimit -n 96 and 160 idle peers the listener says once that it
+#     cannot accept, backs off, and serves again once descriptors free up.
+source "$(dirname "$0")/lib.sh"
+client="$SMART_BIN/integration_client"
+blade="$SMART_BIN/hashtable_backend"
+
+# json_set SRC DST KEY=JSON...: a copy of a JSON file with dotted keys set.
+json_set() {
+  python3 - "$@" <<'PY'
+import json, sys
+src, dst, *settings = sys.argv[1:]
+config = json.load(open(src)) if src != "-" else {}
+for setting in settings:
+    key, value = setting.split("=", 1)
+    node = config
+    *parents, leaf = key.split(".")
+    for p in parents:
+        node = node.setdefault(p, {})
+    node[leaf] = json.loads(value)
+json.dump(config, open(dst, "w"), indent=2)
+PY
+}
+
+# grep_log WHAT FILE PATTERN: FILE must hold PATTERN.
+grep_log() {
+  grep -q -- "$3" "$2" || { cat "$2" >&2; fail "$1: no \"$3\" in $(basename "$2")"; }
+}
+
+"$SMART_BIN/smart_keygen" "$WORK_DIR/blade.key" >/dev/null
+[[ $(stat -c %a "$WORK_DIR/blade.key") == 600 && $(stat -c %s "$WORK_DIR/blade.key") == 32 ]] ||
+  fail "smart_keygen did not write 32 bytes with mode 0600"
+(umask 077 && head -c 32 /dev/urandom >"$WORK_DIR/wrong.key")
+json_set - "$WORK_DIR/backend.json" capacity=64 tcp_port=0 "auth={\"key_file\": \"$WORK_DIR/blade.key\"}"
+json_set "$SMART_CONFIG_PATH" "$WORK_DIR/right.json" "auth.key_file=\"$WORK_DIR/blade.key\""
+json_set "$SMART_CONFIG_PATH" "$WORK_DIR/wrong.json" "auth.key_file=\"$WORK_DIR/wrong.key\""
+
+# --- keys ----------------------------------------------------------------------
+start_blade "$blade" "$WORK_DIR/backend.json"
+keyed_log="$WORK_DIR/blade$((${#BLADE_PIDS[@]} - 1)).log"
+server="127.0.0.1:$BLADE_PORT"
+grep_log "the listening line" "$keyed_log" "listening on port $BLADE_PORT at 127.0.0.1, clients must prove the key"
+
+SMART_CONFIG_PATH=$WORK_DIR/right.json "$client" setup-counter --server "$server" --root 1 ||
+  fail "a client with the blade's key could not connect"
+pass "the right key connects"
+
+SMART_CONFIG_PATH=$WORK_DIR/wrong.json expect_fail "a client with the wrong key" \
+  "$client" setup-counter --server "$server" --root 1
+grep_log "wrong key, client" "$WORK_DIR/expect_fail.log" "memory blade $server failed authentication"
+grep_log "wrong key, client" "$WORK_DIR/expect_fail.log" "different keys"
+grep_log "wrong key, blade" "$keyed_log" "client 127.0.0.1:[0-9]* gave up the handshake.*different keys"
+pass "wrong key: $(grep -o 'failed authentication.*' "$WORK_DIR/expect_fail.log" | head -n 1)"
+
+expect_fail "a client without a key" "$client" setup-counter --server "$server" --root 1
+grep_log "no key, client" "$WORK_DIR/expect_fail.log" "memory blade $server refused the connection: .*requires a key"
+grep_log "no key, blade" "$keyed_log" "refused client 127.0.0.1:[0-9]*: .*requires a key"
+pass "no key: refused on both sides"
+
+# --- where it listens ------------------------------------------------------------
+json_set - "$WORK_DIR/open.json" capacity=16 tcp_port=0
+expect_fail "a keyless blade on 0.0.0.0" "$blade" "$WORK_DIR/open.json" --bind 0.0.0.0
+grep_log "keyless blade beyond loopback" "$WORK_DIR/expect_fail.log" "refusing to listen on 0.0.0.0 without a key"
+start_blade "$blade" "$WORK_DIR/backend.json" --bind 0.0.0.0 --capacity 16
+grep_log "the listening line" "$WORK_DIR/blade$((${#BLADE_PIDS[@]} - 1)).log" "listening on port $BLADE_PORT at 0.0.0.0"
+SMART_CONFIG_PATH=$WORK_DIR/right.json "$client" setup-counter --server "127.0.0.1:$BLADE_PORT" --root 1 ||
+  fail "a client could not reach a keyed blade bound to 0.0.0.0"
+pass "beyond loopback only with a key"
+
+# --- shm: the pool only for the blade's user and auth.allow_uids ---------------------
+nobody_uid=$(id -u nobody 2>/dev/null || echo "")
+if [[ ${SMART_TEST_TRANSPORT:-shm} != shm ]]; then
+  echo "skip: other-user checks are about the shm transport's memfd (this run is on ${SMART_TEST_TRANSPORT})"
+elif (($(id -u) != 0)) || [[ -z $nobody_uid ]] || ! command -v setpriv >/dev/null; then
+  echo "skip: running a client as another user needs root, a user 'nobody' and setpriv (uid $(id -u))"
+else
+  # A world-traversable corner of the work directory with nobody's own copy
+  # of the key and config.
+  chmod 711 "$WORK_DIR"
+  mkdir -m 755 "$WORK_DIR/nobody"
+  install -m 600 -o nobody "$WORK_DIR/blade.key" "$WORK_DIR/nobody/smart.key"
+  json_set "$SMART_CONFIG_PATH" "$WORK_DIR/nobody/smart.json" "auth.key_file=\"$WORK_DIR/nobody/smart.key\""
+  chmod 644 "$WORK_DIR/nobody/smart.json"
+  as_nobody() {
+    (cd "$WORK_DIR/nobody" && setpriv --reuid="$nobody_uid" --regid="$(id -g nobody)" --clear-groups \
+      env SMART_CONFIG_PATH="$WORK_DIR/nobody/smart.json" "$@")
+  }
+
+  as_nobody true || fail "cannot run a command as nobody"
+  expect_fail "a client running as nobody" as_nobody "$client" setup-counter --server "$server" --root 1
+  grep_log "other user, client" "$WORK_DIR/expect_fail.log" "memory blade runs as uid 0 and this process as uid $nobody_uid"
+  pass "shm, another user: $(grep -o 'cannot reach.*' "$WORK_DIR/expect_fail.log" | head -n 1 | cut -c1-100)..."
+
+  # allow_uids names someone else: the socket is reachable, the credentials
+  # check refuses.
+  json_set "$WORK_DIR/backend.json" "$WORK_DIR/others.json" capacity=16 'auth.allow_uids=[4242]'
+  start_blade "$blade" "$WORK_DIR/others.json"
+  expect_fail "nobody, not in allow_uids" as_nobody "$client" setup-counter --server "127.0.0.1:$BLADE_PORT" --root 1
+  grep_log "not allowed, client" "$WORK_DIR/expect_fail.log" "refuses to share its pool with this process's user (uid $nobody_uid)"
+  grep_log "not allowed, blade" "$WORK_DIR/blade$((${#BLADE_PIDS[@]} - 1)).log" "refused the pool to uid $nobody_uid"
+  pass "shm, SO_PEERCRED: uid $nobody_uid refused by the blade"
+
+  json_set "$WORK_DIR/backend.json" "$WORK_DIR/allowed.json" capacity=16 "auth.allow_uids=[$nobody_uid]"
+  start_blade "$blade" "$WORK_DIR/allowed.json"
+  as_nobody "$client" setup-counter --server "127.0.0.1:$BLADE_PORT" --root 1 >"$WORK_DIR/allowed.log" 2>&1 ||
+    { cat "$WORK_DIR/allowed.log" >&2; fail "nobody, listed in allow_uids, could not connect"; }
+  pass "shm: a user in allow_uids connects"
+fi
+
+# --- floods -------------------------------------------------------------------------
+# flood PORT COUNT: COUNT idle TCP connections, held until $WORK_DIR/release
+# exists (at most 120 s); sets FLOOD_PID once they are all connected.
+flood() {
+  rm -f "$WORK_DIR/release" "$WORK_DIR/flooded"
+  python3 - "$1" "$2" "$WORK_DIR/flooded" "$WORK_DIR/release" <<'PY' &
+import os, socket, sys, time
+port, count, ready, release = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+peers = []
+for _ in range(count):
+    s = socket.socket()
+    s.settimeout(30)
+    s.connect(("127.0.0.1", port))
+    peers.append(s)
+open(ready, "w").write(str(len(peers)))
+deadline = time.time() + 120
+while not os.path.exists(release) and time.time() < deadline:
+    time.sleep(0.05)
+PY
+  FLOOD_PID=$!
+  local i
+  for ((i = 0; i < 600; i++)); do
+    [[ -f $WORK_DIR/flooded ]] && return 0
+    kill -0 "$FLOOD_PID" 2>/dev/null || fail "the flood of $2 connections failed"
+    sleep 0.1
+  done
+  fail "the flood of $2 connections did not connect within 60 s"
+}
+release_flood() {
+  touch "$WORK_DIR/release"
+  wait "$FLOOD_PID" || true
+}
+
+flood "$BLADE_PORT" 200
+SMART_CONFIG_PATH=$WORK_DIR/right.json "$client" setup-counter --server "127.0.0.1:$BLADE_PORT" --root 1 ||
+  fail "a client could not connect while 200 idle peers held connections"
+release_flood
+pass "200 idle peers: a legitimate client still connects"
+
+# Few descriptors (96; a blade needs a dozen or two of its own): the blade
+# runs out while the flood of 160 holds its connections.
+# Its handshakes wait for 60 s, so the flood is one episode.
+json_set "$SMART_CONFIG_PATH" "$WORK_DIR/patient.json" connect_timeout_ms=60000
+SMART_CONFIG_PATH=$WORK_DIR/patient.json start_blade bash -c 'ulimit -n 96 && exec "$0" "$@"' \
+  "$blade" "$WORK_DIR/backend.json" --capacity 16
+low_log="$WORK_DIR/blade$((${#BLADE_PIDS[@]} - 1)).log"
+low_pid=$BLADE_PID
+flood "$BLADE_PORT" 160
+for ((i = 0; i < 300; i++)); do
+  grep -q "cannot accept connections" "$low_log" && break
+  sleep 0.1
+done
+grep_log "out of descriptors" "$low_log" "cannot accept connections: Too many open files (this process may open 96 files"
+ticks() { awk '{print $14 + $15}' "/proc/$low_pid/stat"; }
+before=$(ticks)
+sleep 2
+after=$(ticks)
+count=$(grep -c "cannot accept connections" "$low_log")
+((count == 1)) || { cat "$low_log" >&2; fail "the accept failure was logged $count times, expected once"; }
+echo "info: CPU time of the blade over 2 s of EMFILE: $(((after - before) * 10)) ms"
+release_flood
+SMART_CONFIG_PATH=$WORK_DIR/right.json "$client" setup-counter --server "127.0.0.1:$BLADE_PORT" --root 1 ||
+  fail "the blade did not serve again after descriptors freed up"
+grep_log "recovery" "$low_log" "accepting connections again"
+# Backing off, the listener tries a few times a second (at least once a
+# second); spinning on the readable socket it would try millions of times.
+attempts=$(sed -n 's/.*accepting connections again (\([0-9]*\) attempts failed.*/\1/p' "$low_log" | sort -n | tail -n 1)
+[[ -n $attempts ]] && ((attempts < 1000)) ||
+  { cat "$low_log" >&2; fail "the listener tried to accept ${attempts:-?} times while out of descriptors: it spins"; }
+echo "info: $attempts accept attempts failed while out of descriptors"
+pass "ulimit -n 96: logged once, backed off, served again"

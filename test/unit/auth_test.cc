@@ -1,0 +1,412 @@
+// Authenticated sessions: the key, the handshake's proofs, what a memory
+// blade says and withholds when a peer fails them, and the bounds on
+// handshakes (max_clients, connect_timeout_ms).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include "smart/initiator.h"
+#include "smart/resource/auth.h"
+#include "smart/resource/handshake.h"
+#include "smart/resource/net.h"
+#include "smart/status.h"
+#include "smart/target.h"
+#include "test/unit/test_util.h"
+
+namespace smart {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    char name[] = "/tmp/smart-auth-test.XXXXXX";
+    path_ = mkdtemp(name);
+  }
+  ~TempDir() { [[maybe_unused]] int rc = system(("rm -rf " + path_).c_str()); }
+  std::string write(const std::string& name, const std::string& bytes) const {
+    const std::string path = path_ + "/" + name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    chmod(path.c_str(), 0600);
+    return path;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+const std::string kKeyA(32, 'a');
+const std::string kKeyB(32, 'b');
+
+SmartConfig ConfigWithKey(const std::string& key_file, int timeout_ms = 5000) {
+  SmartConfig config = testing::TestConfig();
+  config.auth.key_file = key_file;
+  config.connect_timeout_ms = timeout_ms;
+  return config;
+}
+
+std::unique_ptr<Target> StartBlade(const SmartConfig& config, int max_clients = 16) {
+  BackendConfig backend;
+  backend.source = "backend.json";
+  backend.capacity = 4;
+  backend.tcp_port = 0;
+  backend.max_clients = max_clients;
+  auto target = std::make_unique<Target>(config, backend);
+  target->start();
+  return target;
+}
+
+// Waits (bounded) until the blade has no handshake running, so that its
+// log lines about one are written.
+void WaitForHandshakes(const Target& target, int count = 0) {
+  for (int i = 0; i < 3000 && target.handshakes_in_progress() != count; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(target.handshakes_in_progress(), count);
+}
+
+std::string ConnectError(const SmartConfig& config, int port) {
+  Initiator initiator(config);
+  try {
+    initiator.connect(0, "127.0.0.1", port, 1);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A client that speaks the handshake by hand and keeps every byte the blade sent.
+class RawClient {
+ public:
+  explicit RawClient(int port) : fd_(TcpConnect("127.0.0.1", port, 5000)) { SetSocketTimeouts(fd_, 20000); }
+  ~RawClient() { CloseFd(&fd_); }
+  void send_frame(const std::string& body) { SendFrame(fd_, body, "blade"); }
+  void send_bytes(const std::string& bytes) { ASSERT_EQ(send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size())); }
+  void finish_sending() { shutdown(fd_, SHUT_WR); }
+  std::string recv_frame() {
+    std::string body = RecvFrame(fd_, "blade", 1 << 20);
+    received_ += body;
+    return body;
+  }
+  // Everything else the blade sends until it closes the connection.
+  const std::string& drain() {
+    char buf[4096];
+    ssize_t n;
+    while ((n = recv(fd_, buf, sizeof(buf), 0)) > 0) received_.append(buf, static_cast<size_t>(n));
+    return received_;
+  }
+
+ private:
+  int fd_;
+  std::string received_;
+};
+
+ClientHello HelloWithProof(const SessionKey* key, const Nonce& client_nonce, const Nonce& server_nonce) {
+  ClientHello hello;
+  hello.transport = TransportKind::kShm;
+  hello.endpoints.resize(1);
+  hello.endpoints[0].qp_num = 1;
+  if (key != nullptr) {
+    hello.has_proof = true;
+    hello.proof = key->prove(AuthRole::kClient, client_nonce, server_nonce);
+  }
+  return hello;
+}
+
+bool Contains(const std::string& haystack, const void* needle, size_t n) {
+  return haystack.find(std::string(static_cast<const char*>(needle), n)) != std::string::npos;
+}
+
+class AuthenticatedBlade : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    key_path_ = dir_.write("smart.key", kKeyA);
+    blade_ = StartBlade(ConfigWithKey(key_path_));
+    key_.emplace(SessionKey::FromBytes(kKeyA, "test key"));
+    // What a successful handshake reveals, to look for in failed ones.
+    RawClient client(blade_->port());
+    AuthHello hello;
+    hello.has_key = true;
+    hello.nonce = RandomNonce();
+    client.send_frame(hello.Encode());
+    const AuthChallenge challenge = AuthChallenge::Decode(client.recv_frame(), "blade");
+    ASSERT_TRUE(challenge.error.empty()) << challenge.error;
+    ASSERT_TRUE(key_->verify(AuthRole::kBlade, hello.nonce, challenge.nonce, challenge.proof));
+    recorded_nonce_ = hello.nonce;
+    recorded_hello_ = HelloWithProof(&*key_, hello.nonce, challenge.nonce).Encode();
+    client.send_frame(recorded_hello_);
+    const ServerHello reply = ServerHello::Decode(client.recv_frame(), "blade");
+    ASSERT_TRUE(reply.error.empty()) << reply.error;
+    secret_addr_ = reply.regions[kMainMemoryRegion].addr;
+    secret_rkey_ = reply.regions[kMainMemoryRegion].rkey;
+    secret_path_ = reply.exported.substr(0, reply.exported.find('\0'));
+    ASSERT_FALSE(secret_path_.empty());
+  }
+
+  // The bytes a failed peer got hold nothing about the pool.
+  void ExpectNothingRevealed(const std::string& bytes) {
+    EXPECT_FALSE(Contains(bytes, &secret_addr_, sizeof(secret_addr_))) << "the pool's address leaked";
+    EXPECT_FALSE(Contains(bytes, &secret_rkey_, sizeof(secret_rkey_))) << "the pool's rkey leaked";
+    EXPECT_EQ(bytes.find(secret_path_), std::string::npos) << "the memfd socket leaked";
+  }
+
+  TempDir dir_;
+  std::string key_path_;
+  std::unique_ptr<Target> blade_;
+  std::optional<SessionKey> key_;
+  Nonce recorded_nonce_{};
+  std::string recorded_hello_;
+  uint64_t secret_addr_ = 0;
+  uint32_t secret_rkey_ = 0;
+  std::string secret_path_;
+};
+
+TEST_F(AuthenticatedBlade, TheRightKeyConnects) {
+  EXPECT_TRUE(blade_->authenticates());
+  Initiator initiator(ConfigWithKey(key_path_));
+  initiator.connect(0, "127.0.0.1", blade_->port(), 1);
+  EXPECT_NE(initiator.session(0).slot, 0);
+  EXPECT_EQ(initiator.remote_capacity(0), uint64_t{4} << 20);
+}
+
+TEST_F(AuthenticatedBlade, AWrongKeyIsAClearErrorOnBothSides) {
+  const std::string wrong = dir_.write("other.key", kKeyB);
+  ::testing::internal::CaptureStderr();
+  const std::string error = ConnectError(ConfigWithKey(wrong), blade_->port());
+  WaitForHandshakes(*blade_);
+  const std::string blade_log = ::testing::internal::GetCapturedStderr();
+  const std::string peer = "127.0.0.1:" + std::to_string(blade_->port());
+  EXPECT_NE(error.find("memory blade " + peer + " failed authentication"), std::string::npos) << error;
+  EXPECT_NE(error.find("different keys"), std::string::npos) << error;
+  EXPECT_NE(error.find(wrong), std::string::npos) << error;
+  EXPECT_NE(blade_log.find("client 127.0.0.1:"), std::string::npos) << blade_log;
+  EXPECT_NE(blade_log.find("different keys"), std::string::npos) << blade_log;
+  EXPECT_EQ(blade_->connected_clients(), 0);
+}
+
+TEST_F(AuthenticatedBlade, AClientWithoutAKeyIsRefused) {
+  ::testing::internal::CaptureStderr();
+  const std::string error = ConnectError(testing::TestConfig(), blade_->port());
+  WaitForHandshakes(*blade_);
+  const std::string blade_log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(error.find("refused the connection"), std::string::npos) << error;
+  EXPECT_NE(error.find("requires a key"), std::string::npos) << error;
+  EXPECT_NE(blade_log.find("refused client 127.0.0.1:"), std::string::npos) << blade_log;
+  EXPECT_EQ(blade_->connected_clients(), 0);
+}
+
+TEST_F(AuthenticatedBlade, AReplayedProofFailsAgainstAFreshNonce) {
+  RawClient client(blade_->port());
+  AuthHello hello;
+  hello.has_key = true;
+  hello.nonce = recorded_nonce_;  // the recorded session's nonce, too
+  client.send_frame(hello.Encode());
+  const AuthChallenge challenge = AuthChallenge::Decode(client.recv_frame(), "blade");
+  ASSERT_TRUE(challenge.error.empty());
+  client.send_frame(recorded_hello_);
+  const ServerHello reply = ServerHello::Decode(client.recv_frame(), "blade");
+  EXPECT_NE(reply.error.find("authentication failed"), std::string::npos) << reply.error;
+  ExpectNothingRevealed(client.drain());
+}
+
+TEST_F(AuthenticatedBlade, TheBladesOwnProofReflectedBackFails) {
+  RawClient client(blade_->port());
+  AuthHello hello;
+  hello.has_key = true;
+  hello.nonce = RandomNonce();
+  client.send_frame(hello.Encode());
+  const AuthChallenge challenge = AuthChallenge::Decode(client.recv_frame(), "blade");
+  ClientHello reflected = HelloWithProof(nullptr, hello.nonce, challenge.nonce);
+  reflected.has_proof = true;
+  reflected.proof = challenge.proof;
+  client.send_frame(reflected.Encode());
+  const ServerHello reply = ServerHello::Decode(client.recv_frame(), "blade");
+  EXPECT_NE(reply.error.find("authentication failed"), std::string::npos) << reply.error;
+  ExpectNothingRevealed(client.drain());
+}
+
+TEST_F(AuthenticatedBlade, AHelloWithoutProofIsRefused) {
+  RawClient client(blade_->port());
+  AuthHello hello;
+  hello.has_key = true;
+  hello.nonce = RandomNonce();
+  client.send_frame(hello.Encode());
+  AuthChallenge::Decode(client.recv_frame(), "blade");
+  client.send_frame(HelloWithProof(nullptr, hello.nonce, hello.nonce).Encode());
+  const ServerHello reply = ServerHello::Decode(client.recv_frame(), "blade");
+  EXPECT_NE(reply.error.find("no proof"), std::string::npos) << reply.error;
+  ExpectNothingRevealed(client.drain());
+}
+
+TEST_F(AuthenticatedBlade, ATruncatedMessageIsRefused) {
+  AuthHello hello;
+  hello.has_key = true;
+  std::string body = hello.Encode();
+  body.resize(body.size() - 10);  // a whole frame, but the nonce is cut short
+  RawClient client(blade_->port());
+  client.send_frame(body);
+  const AuthChallenge answer = AuthChallenge::Decode(client.recv_frame(), "blade");
+  EXPECT_NE(answer.error.find("truncated"), std::string::npos) << answer.error;
+  ExpectNothingRevealed(client.drain());
+}
+
+TEST_F(AuthenticatedBlade, AFrameCutOffMidwayIsRefused) {
+  RawClient client(blade_->port());
+  WireWriter header;
+  header.u32(40);
+  client.send_bytes(header.data() + "only ten b");
+  client.finish_sending();
+  const AuthChallenge answer = AuthChallenge::Decode(client.recv_frame(), "blade");
+  EXPECT_NE(answer.error.find("closed by the peer"), std::string::npos) << answer.error;
+  ExpectNothingRevealed(client.drain());
+}
+
+TEST_F(AuthenticatedBlade, AnOversizedMessageIsRefusedUnread) {
+  RawClient client(blade_->port());
+  WireWriter header;
+  header.u32(64u << 20);  // 64 MiB announced
+  client.send_bytes(header.data());
+  const AuthChallenge answer = AuthChallenge::Decode(client.recv_frame(), "blade");
+  EXPECT_NE(answer.error.find("limit " + std::to_string(kMaxAuthFrame)), std::string::npos) << answer.error;
+  ExpectNothingRevealed(client.drain());
+}
+
+TEST_F(AuthenticatedBlade, AnOversizedHelloAfterTheChallengeIsRefused) {
+  RawClient client(blade_->port());
+  AuthHello hello;
+  hello.has_key = true;
+  hello.nonce = RandomNonce();
+  client.send_frame(hello.Encode());
+  AuthChallenge::Decode(client.recv_frame(), "blade");
+  WireWriter header;
+  header.u32(kMaxHelloFrame + 1);
+  client.send_bytes(header.data());
+  const ServerHello reply = ServerHello::Decode(client.recv_frame(), "blade");
+  EXPECT_NE(reply.error.find("limit"), std::string::npos) << reply.error;
+  ExpectNothingRevealed(client.drain());
+}
+
+TEST(Authentication, AKeyedClientRefusesABladeWithoutAKey) {
+  TempDir dir;
+  auto blade = StartBlade(testing::TestConfig());
+  EXPECT_FALSE(blade->authenticates());
+  const std::string error = ConnectError(ConfigWithKey(dir.write("k", kKeyA)), blade->port());
+  EXPECT_NE(error.find("proves no key"), std::string::npos) << error;
+}
+
+TEST(Authentication, WithoutKeysOnLoopbackClientsConnect) {
+  auto blade = StartBlade(testing::TestConfig());
+  EXPECT_EQ(blade->listen_address(), "127.0.0.1");
+  Initiator initiator(testing::TestConfig());
+  initiator.connect(0, "127.0.0.1", blade->port(), 2);
+  EXPECT_NE(initiator.session(0).slot, 0);
+}
+
+TEST(Authentication, ProofsDependOnRoleNoncesAndKey) {
+  const SessionKey a = SessionKey::FromBytes(kKeyA, "a");
+  const SessionKey b = SessionKey::FromBytes(kKeyB, "b");
+  const Nonce n1 = RandomNonce(), n2 = RandomNonce();
+  const Proof p = a.prove(AuthRole::kClient, n1, n2);
+  EXPECT_TRUE(a.verify(AuthRole::kClient, n1, n2, p));
+  EXPECT_FALSE(a.verify(AuthRole::kBlade, n1, n2, p));
+  EXPECT_FALSE(a.verify(AuthRole::kClient, n2, n1, p));
+  EXPECT_FALSE(b.verify(AuthRole::kClient, n1, n2, p));
+  EXPECT_NE(RandomNonce(), RandomNonce());
+}
+
+TEST(Authentication, KeyFileErrorsNameTheFile) {
+  TempDir dir;
+  const std::string short_key = dir.write("short.key", "too short");
+  try {
+    SessionKey::Load(short_key, "auth.key_file in test");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(short_key), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("9 bytes"), std::string::npos) << e.what();
+  }
+  try {
+    Initiator initiator(ConfigWithKey(dir.path() + "/missing.key"));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing.key"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("auth.key_file"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Authentication, NewKeyFilesArePrivateAndNeverReplaced) {
+  TempDir dir;
+  const std::string path = dir.path() + "/new.key";
+  WriteNewKeyFile(path);
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_size, 32);
+  EXPECT_THROW(WriteNewKeyFile(path), Error);
+  SessionKey::Load(path, "test");
+}
+
+TEST(Authentication, LoopbackAddresses) {
+  EXPECT_TRUE(IsLoopbackAddress("127.0.0.1"));
+  EXPECT_TRUE(IsLoopbackAddress("127.1.2.3"));
+  EXPECT_TRUE(IsLoopbackAddress("::1"));
+  EXPECT_TRUE(IsLoopbackAddress("localhost"));
+  EXPECT_FALSE(IsLoopbackAddress("0.0.0.0"));
+  EXPECT_FALSE(IsLoopbackAddress("::"));
+  EXPECT_FALSE(IsLoopbackAddress("10.0.0.1"));
+  EXPECT_FALSE(IsLoopbackAddress("node1"));
+}
+
+TEST(Authentication, BeyondLoopbackWithoutAKeyTheBladeRefusesToStart) {
+  BackendConfig backend;
+  backend.source = "backend.json";
+  backend.capacity = 4;
+  backend.tcp_port = 0;
+  backend.bind = "0.0.0.0";
+  Target target(testing::TestConfig(), backend);
+  try {
+    target.start();
+    FAIL() << "a blade without a key listens on 0.0.0.0";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("without a key"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("\"auth\": \"none\""), std::string::npos) << e.what();
+  }
+  backend.auth.configured = true;
+  backend.auth.none = true;
+  Target open_target(testing::TestConfig(), backend);
+  ::testing::internal::CaptureStderr();
+  open_target.start();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("WITHOUT authentication"), std::string::npos) << log;
+}
+
+TEST(HandshakeLimits, MaxClientsCountsHandshakesInProgress) {
+  auto blade = StartBlade(ConfigWithKey("", 60000), 2);
+  {
+    RawClient idle1(blade->port()), idle2(blade->port());  // connect, then say nothing
+    WaitForHandshakes(*blade, 2);
+    const std::string error = ConnectError(testing::TestConfig(), blade->port());
+    EXPECT_NE(error.find("max_clients"), std::string::npos) << error;
+  }
+  WaitForHandshakes(*blade, 0);
+  Initiator initiator(testing::TestConfig());
+  initiator.connect(0, "127.0.0.1", blade->port(), 1);
+  EXPECT_EQ(blade->connected_clients(), 1);
+}
+
+TEST(HandshakeLimits, ASilentPeerIsDroppedAfterConnectTimeout) {
+  auto blade = StartBlade(ConfigWithKey("", 200));
+  RawClient silent(blade->port());
+  const AuthChallenge answer = AuthChallenge::Decode(silent.recv_frame(), "blade");
+  EXPECT_NE(answer.error.find("connect_timeout_ms"), std::string::npos) << answer.error;
+  silent.drain();  // and the blade closes the connection
+  WaitForHandshakes(*blade, 0);
+}
+
+}  // namespace
+}  // namespace smart

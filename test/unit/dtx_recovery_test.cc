@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "dtx_fixture.h"
@@ -166,17 +167,21 @@ class DtxShortLeaseTest : public DtxRecoveryTest {
   DtxShortLeaseTest() { lease_ns_ = 200000000; }  // 0.2 s
 
   // Starts a second client (the holder) that locks accounts a and b to move
-  // 400 from a to b, and stops between its validation and its writes (its
-  // session stays open) until resume_ is set; returns once it holds both
-  // locks. Its commit's status goes to late_.
-  std::thread StopHolding(uint64_t from, uint64_t to) {
+  // 400 from a to b, and stops at the nth hit of `point` in its commit
+  // (default: between its validation and its writes; its session stays
+  // open) until resume_ is set; returns once it holds both locks and has
+  // stopped. Its commit's status goes to late_.
+  std::thread StopHolding(uint64_t from, uint64_t to, const char* point = "dtx.commit.validated", int nth = 1) {
     std::atomic<bool> holding{false};
-    std::thread holder([this, from, to, &holding] {
+    stopped_ = false;
+    std::thread holder([this, from, to, point, nth, &holding] {
       auto in = Connect();
       auto db = Open(*in);
       const std::thread::id me = std::this_thread::get_id();
-      SetFaultPointHook("dtx.commit.validated", [this, me] {
-        if (std::this_thread::get_id() != me) return;
+      auto hits = std::make_shared<int>(0);
+      SetFaultPointHook(point, [this, me, nth, hits] {
+        if (std::this_thread::get_id() != me || ++*hits != nth) return;
+        stopped_ = true;
         while (!resume_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       });
       Transaction tx(*db);
@@ -191,13 +196,53 @@ class DtxShortLeaseTest : public DtxRecoveryTest {
       late_ = tx.commit();
       (void)tx.flush();  // late_ holds what this test checks
     });
-    while (!holding.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (!holding.load() || !stopped_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return holder;
   }
 
   std::atomic<bool> resume_{false};
+  std::atomic<bool> stopped_{false};
   Status late_;
 };
+
+// A committer stopped (not dead: its session stays open) after its in-place
+// writes landed and before it made them visible leaves its records being
+// committed. A reader waits for them, however many times it reads again,
+// until the holder's lease (2 s) runs out and it recovers the transaction:
+// it neither gives up early nor reads a value before the commit is whole.
+class DtxStoppedCommitterTest : public DtxShortLeaseTest {
+ protected:
+  DtxStoppedCommitterTest() { lease_ns_ = 2000000000; }
+};
+
+TEST_F(DtxStoppedCommitterTest, AReaderWaitsOutTheLeaseOfACommitterStoppedBeforeItsRecordsAreVisible) {
+  std::thread holder = StopHolding(70, 71, "dtx.commit.release");
+  int committing = 0;
+  {
+    const TableInfo& t = *db_->table(kAccounts);
+    const std::vector<std::string> r = Replicas(t);
+    for (uint64_t n = 0; n < t.total_nodes(); ++n) {
+      for (int i = 0; i < kSlotsPerNode; ++i) {
+        committing += (SlotLock(r[0].data() + n * t.node_bytes() + i * t.slot_bytes()) & kInvisible) != 0;
+      }
+    }
+  }
+  Transaction tx(*db_);
+  tx.begin();
+  const int a = tx.read(kAccounts, 70);
+  const Status s = tx.execute();
+  int64_t balance = 0;
+  if (s.ok()) memcpy(&balance, tx.value(a), 8);
+  if (s.ok()) EXPECT_TRUE(tx.commit().ok());
+  resume_ = true;
+  holder.join();
+  EXPECT_EQ(committing, 2) << "the holder did not stop with its two records being committed";
+  ASSERT_TRUE(s.ok()) << "a reader gave up on a record whose committer stood still for less than a lease: "
+                      << s.ToString();
+  EXPECT_GE(db_->stats().recoveries, 1u);
+  EXPECT_EQ(balance, kInitialBalance - 400) << "the transfer that landed everywhere was not rolled forward";
+  ExpectCleanState();
+}
 
 TEST_F(DtxShortLeaseTest, AStoppedHolderIsTakenOverAfterItsLeaseAndFindsOutBeforeWriting) {
   std::thread holder = StopHolding(40, 41);

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <stdexcept>
 #include <thread>
@@ -181,11 +182,27 @@ TEST(TaskPoolDeathTest, StackOverflowIsNamed) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {
+        EnableStackOverflowReports();
         TaskPool pool(TaskPoolOptions{16 * 1024, 1});
         pool.spawn([] { Recurse(0); });
         pool.run();
       },
       "coroutine stack overflow");
+}
+
+// Without EnableStackOverflowReports() the library takes no signal: the
+// program's SIGSEGV disposition is what it was.
+TEST(TaskPool, LeavesTheProcessSignalHandlersAloneUnlessAsked) {
+  struct sigaction before {}, after {};
+  ASSERT_EQ(sigaction(SIGSEGV, nullptr, &before), 0);
+  {
+    TaskPool pool;
+    pool.spawn([] { this_task::yield(); });
+    pool.run();
+  }
+  ASSERT_EQ(sigaction(SIGSEGV, nullptr, &after), 0);
+  EXPECT_EQ(reinterpret_cast<void*>(after.sa_sigaction), reinterpret_cast<void*>(before.sa_sigaction))
+      << "running a TaskPool installed a SIGSEGV handler";
 }
 
 TEST(ThreadId, DenseAndReleasedWhenThreadsExit) {

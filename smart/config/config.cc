@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <sstream>
@@ -41,6 +42,11 @@ std::string ExecutableDir() {
 }  // namespace
 
 bool GetEnv(const char* name, std::string* value) {
+  if (ConfigRecording* rec = ConfigRecording::Current()) {
+    if (std::find(rec->environment.begin(), rec->environment.end(), name) == rec->environment.end()) {
+      rec->environment.push_back(name);
+    }
+  }
   const char* v = std::getenv(name);
   if (v == nullptr) return false;
   *value = v;

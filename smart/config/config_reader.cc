@@ -27,7 +27,31 @@ std::vector<std::string> Split(const std::string& key) {
   }
 }
 
+thread_local ConfigRecording* tls_recording = nullptr;
+
+std::string FormatDouble(double value) {
+  std::ostringstream os;
+  os << value;
+  return os.str();
+}
+
 }  // namespace
+
+ConfigRecording::ConfigRecording() : previous_(tls_recording) { tls_recording = this; }
+ConfigRecording::~ConfigRecording() { tls_recording = previous_; }
+ConfigRecording* ConfigRecording::Current() { return tls_recording; }
+
+void ConfigReader::record(const std::string& key, const std::string& type, const std::string& range,
+                          const std::string& default_value, bool required) const {
+  ConfigRecording* rec = tls_recording;
+  if (rec == nullptr) return;
+  const size_t slash = source_.rfind('/');
+  const std::string file = slash == std::string::npos ? source_ : source_.substr(slash + 1);
+  for (const ConfigKeyRecord& k : rec->keys) {
+    if (k.file == file && k.key == key) return;  // read twice (a cross-check)
+  }
+  rec->keys.push_back(ConfigKeyRecord{file, key, type, range, default_value, required});
+}
 
 ConfigReader::ConfigReader(const nlohmann::json& root, std::string source)
     : root_(root), source_(std::move(source)) {
@@ -54,6 +78,9 @@ const nlohmann::json* ConfigReader::lookup(const std::string& key) const {
 }
 
 const nlohmann::json* ConfigReader::get(const std::string& key, bool required, const char* expectation) {
+  if (tls_recording != nullptr && expectation[0] != '\0' && std::string(expectation) != "anything") {
+    record(key, "JSON", expectation, "", required);
+  }
   // Every existing object on the way is known, even if the leaf is absent,
   // so that a misspelt leaf is reported under its own full name.
   {
@@ -76,7 +103,7 @@ const nlohmann::json* ConfigReader::get(const std::string& key, bool required, c
       const nlohmann::json* parent = lookup(prefix);
       if (parent != nullptr && !parent->is_object()) fail(prefix, "an object", parent);
     }
-    if (required) fail(key, expectation, nullptr);
+    if (required && tls_recording == nullptr) fail(key, expectation, nullptr);
     return nullptr;
   }
   std::string prefix;
@@ -88,11 +115,13 @@ const nlohmann::json* ConfigReader::get(const std::string& key, bool required, c
 }
 
 void ConfigReader::ignore(const std::string& key) {
+  record(key, "ignored", "accepted and not used (upstream's files carry it)", "", false);
   if (get(key, false, "anything") != nullptr) ignored_.insert(key);
 }
 
 void ConfigReader::get_int(const std::string& key, int* out, bool required, long min, long max) {
   const std::string expectation = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  record(key, "integer", "[" + std::to_string(min) + ", " + std::to_string(max) + "]", std::to_string(*out), required);
   const nlohmann::json* v = get(key, required, expectation.c_str());
   if (v == nullptr) return;
   if (!v->is_number_integer()) fail(key, expectation, v);
@@ -103,6 +132,7 @@ void ConfigReader::get_int(const std::string& key, int* out, bool required, long
 
 void ConfigReader::get_uint64(const std::string& key, uint64_t* out, bool required, uint64_t min, uint64_t max) {
   const std::string expectation = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  record(key, "integer", "[" + std::to_string(min) + ", " + std::to_string(max) + "]", std::to_string(*out), required);
   const nlohmann::json* v = get(key, required, expectation.c_str());
   if (v == nullptr) return;
   if (!v->is_number_integer() || (v->is_number_integer() && !v->is_number_unsigned() && v->get<long long>() < 0)) {
@@ -117,6 +147,7 @@ void ConfigReader::get_double(const std::string& key, double* out, bool required
   std::ostringstream os;
   os << "a number in [" << min << ", " << max << "]";
   const std::string expectation = os.str();
+  record(key, "number", "[" + FormatDouble(min) + ", " + FormatDouble(max) + "]", FormatDouble(*out), required);
   const nlohmann::json* v = get(key, required, expectation.c_str());
   if (v == nullptr) return;
   if (!v->is_number()) fail(key, expectation, v);
@@ -126,6 +157,7 @@ void ConfigReader::get_double(const std::string& key, double* out, bool required
 }
 
 void ConfigReader::get_bool(const std::string& key, bool* out, bool required) {
+  record(key, "boolean", "true, false", *out ? "true" : "false", required);
   const nlohmann::json* v = get(key, required, "true or false");
   if (v == nullptr) return;
   if (!v->is_boolean()) fail(key, "true or false", v);
@@ -133,6 +165,7 @@ void ConfigReader::get_bool(const std::string& key, bool* out, bool required) {
 }
 
 void ConfigReader::get_string(const std::string& key, std::string* out, bool required) {
+  record(key, "string", "", out->empty() ? "" : "\"" + *out + "\"", required);
   const nlohmann::json* v = get(key, required, "a string");
   if (v == nullptr) return;
   if (!v->is_string()) fail(key, "a string", v);
@@ -143,6 +176,10 @@ void ConfigReader::get_choice(const std::string& key, int* out, bool required,
                               const std::vector<std::string>& choices) {
   std::string expectation = "one of";
   for (size_t i = 0; i < choices.size(); ++i) expectation += (i ? ", \"" : " \"") + choices[i] + "\"";
+  std::string listed;
+  for (size_t i = 0; i < choices.size(); ++i) listed += (i ? ", " : "") + choices[i];
+  record(key, "string", "one of " + listed,
+         *out >= 0 && static_cast<size_t>(*out) < choices.size() ? "\"" + choices[*out] + "\"" : "", required);
   const nlohmann::json* v = get(key, required, expectation.c_str());
   if (v == nullptr) return;
   if (v->is_string()) {
@@ -169,7 +206,9 @@ void ConfigReader::check_unknown_in(const nlohmann::json& node, const std::strin
   }
 }
 
-void ConfigReader::check_unknown() const { check_unknown_in(root_, ""); }
+void ConfigReader::check_unknown() const {
+  if (tls_recording == nullptr) check_unknown_in(root_, "");
+}
 
 nlohmann::json ParseJsonText(const std::string& text, const std::string& source) {
   try {

@@ -9,6 +9,38 @@
 
 namespace smart {
 
+// One key as a parser reads it: what the generated configuration reference
+// (docs/config_reference.md, tools/config_reference) lists, so that the
+// reference comes from the parser itself and cannot drift from it.
+struct ConfigKeyRecord {
+  std::string file;           // e.g. smart_config.json (the source's file name)
+  std::string key;            // dotted
+  std::string type;           // integer, number, boolean, string, one of, ...
+  std::string range;          // [min, max], the choices, or what is expected
+  std::string default_value;  // the value before the file is read
+  bool required = false;
+};
+
+// While one exists on the calling thread, every ConfigReader records the keys
+// it reads (with the value its struct held before, its default), a missing
+// required key is not an error, unknown keys are not checked, and GetEnv
+// records the variables asked for. For the reference generator only.
+class ConfigRecording {
+ public:
+  ConfigRecording();
+  ~ConfigRecording();
+  ConfigRecording(const ConfigRecording&) = delete;
+  ConfigRecording& operator=(const ConfigRecording&) = delete;
+  // The recording of the calling thread, or nullptr.
+  static ConfigRecording* Current();
+
+  std::vector<ConfigKeyRecord> keys;
+  std::vector<std::string> environment;  // variable names, in the order asked
+
+ private:
+  ConfigRecording* previous_;
+};
+
 class ConfigReader {
  public:
   ConfigReader(const nlohmann::json& root, std::string source);
@@ -33,6 +65,8 @@ class ConfigReader {
 
  private:
   const nlohmann::json* lookup(const std::string& key) const;
+  void record(const std::string& key, const std::string& type, const std::string& range,
+              const std::string& default_value, bool required) const;
   void check_unknown_in(const nlohmann::json& node, const std::string& prefix) const;
 
   const nlohmann::json& root_;

@@ -209,6 +209,29 @@ void Dtx() {
 
 }  // namespace
 
+// The shipped configuration files and typical environment texts, each
+// behind the byte that picks its parser (config_fuzz.cc).
+void Config() {
+  const char* files[] = {"smart_config.json", "backend.json", "test_rdma.json", "datastructure.json",
+                         "transaction.json"};
+  for (int i = 0; i < 5; ++i) {
+    const std::string path = std::string(SMART_CONFIG_DIR) + "/" + files[i];
+    FILE* f = fopen(path.c_str(), "rb");
+    if (f == nullptr) {
+      fprintf(stderr, "fuzz_seeds: cannot read %s\n", path.c_str());
+      exit(1);
+    }
+    std::string text(1, static_cast<char>(i));
+    char buffer[4096];
+    size_t n;
+    while ((n = fread(buffer, 1, sizeof(buffer), f)) > 0) text.append(buffer, n);
+    fclose(f);
+    Write("config", files[i], text);
+  }
+  Write("config", "smart_opts", std::string(1, '\5') + "ThrdAwareAlloc WorkReqThrot ConflictAvoid");
+  Write("config", "faults", std::string(1, '\6') + "delay=20us@cas#3+;stop@point:ht.split.frozen;fail@read#100");
+}
+
 int main(int argc, char** argv) {
   if (argc != 2 || argv[1][0] == '-') {
     fprintf(argc == 2 && strcmp(argv[1], "--help") == 0 ? stdout : stderr, "usage: %s DIR\n", argv[0]);
@@ -216,6 +239,7 @@ int main(int argc, char** argv) {
   }
   g_dir = argv[1];
   Handshake();
+  Config();
   HashTable();
   BTree();
   Dtx();

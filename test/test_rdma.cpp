@@ -225,6 +225,7 @@ int main(int argc, char** argv) {
   SMART_PARSE_COMMAND_LINE(app, argc, argv);
   try {
     SmartConfig smart_config = SmartConfig::Load();
+    smart::ExportProviderEnvironment(smart_config);
     TestRdmaConfig config = TestRdmaConfig::Load(config_path);
     if (port >= 0) config.port = port;
     if (duration > 0) config.duration = duration;

@@ -176,6 +176,7 @@ int main(int argc, char** argv) {
   SmartConfig smart_config;
   try {
     smart_config = SmartConfig::Load();
+    smart::ExportProviderEnvironment(smart_config);
     config = DataStructureConfig::Load(f.config_path);
     o.dataset = app.count("--dataset") ? f.dataset : config.dataset;
     o.max_key = app.count("--max-key") ? f.max_key : config.max_key;

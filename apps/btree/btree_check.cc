@@ -96,6 +96,7 @@ class Checker {
 
   void open() {
     config_ = SmartConfig::Load();
+    smart::ExportProviderEnvironment(config_);
     initiator_ = std::make_unique<Initiator>(config_);
     for (size_t i = 0; i < o_.servers.size(); ++i) {
       const std::string& s = o_.servers[i];

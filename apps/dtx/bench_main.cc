@@ -71,6 +71,7 @@ int BenchMain::run(int argc, char** argv, const std::function<Workload(Transacti
   Workload workload;
   try {
     smart_config = SmartConfig::Load();
+    smart::ExportProviderEnvironment(smart_config);
     config = TransactionConfig::Load(config_path_);
     if (app_.count("--duration")) config.duration = duration_;
     if (app_.count("--transactions")) config.nr_transactions = transactions_;

@@ -150,6 +150,7 @@ int main(int argc, char** argv) {
   SmartConfig smart_config;
   try {
     smart_config = SmartConfig::Load();
+    smart::ExportProviderEnvironment(smart_config);
     config = DataStructureConfig::Load(config_path);
     o.dataset = app.count("--dataset") ? dataset : config.dataset;
     o.max_key = app.count("--max-key") ? max_key : config.max_key;

@@ -232,6 +232,17 @@ struct TransactionConfig {
 /// share/smart. Never the source tree. Throws, listing where it looked.
 std::string FindConfigFile(const std::string& name, const char* env_var);
 
+/// For programs, not libraries: doorbell mode `uuar` sizes the patched
+/// libmlx5's doorbell pool through MLX5_TOTAL_UUARS and
+/// MLX5_NUM_LOW_LAT_UUARS, which the provider reads when the device opens.
+/// Sets them from `thread_aware_alloc` (total_uuar, and total_uuar minus
+/// shared_uuar) unless the environment has them already; does nothing in
+/// the other modes or when thread-aware allocation is off. The library itself
+/// never changes the environment: in uuar mode without these variables the
+/// verbs transport logs what to set. The framework's programs call this after
+/// loading their configuration.
+void ExportProviderEnvironment(const SmartConfig& config);
+
 /// Reads an environment variable; empty optional-like "" when unset.
 bool GetEnv(const char* name, std::string* value);
 

@@ -292,6 +292,15 @@ void SmartConfig::ApplyEnvironment() {
   }
 }
 
+void ExportProviderEnvironment(const SmartConfig& config) {
+  if (!config.use_thread_aware_alloc || config.thread_aware_alloc.doorbell != DoorbellMode::kUuar) return;
+  const std::string total = std::to_string(config.thread_aware_alloc.total_uuar);
+  const std::string low_latency =
+      std::to_string(config.thread_aware_alloc.total_uuar - config.thread_aware_alloc.shared_uuar);
+  setenv("MLX5_TOTAL_UUARS", total.c_str(), /*overwrite=*/0);
+  setenv("MLX5_NUM_LOW_LAT_UUARS", low_latency.c_str(), /*overwrite=*/0);
+}
+
 std::string SmartConfig::Summary() const {
   std::ostringstream os;
   os << "transport=" << TransportChoiceName(transport) << " ThrdAwareAlloc=" << use_thread_aware_alloc

@@ -274,5 +274,33 @@ TEST(TransactionConfig, BadValuesAreNamed) {
   ExpectConfigError([] { TransactionConfig::Parse(R"({"duration": "long"})", "t.json"); }, {"duration"});
 }
 
+// The library leaves the environment alone; a program that wants the uuar
+// doorbells exports the provider's variables from its configuration, and a
+// value the user set stays.
+TEST(ExportProviderEnvironment, SetsTheUuarVariablesOnlyInUuarModeAndKeepsTheUsers) {
+  unsetenv("MLX5_TOTAL_UUARS");
+  unsetenv("MLX5_NUM_LOW_LAT_UUARS");
+  SmartConfig config;
+  config.thread_aware_alloc.total_uuar = 40;
+  config.thread_aware_alloc.shared_uuar = 30;
+  config.thread_aware_alloc.doorbell = DoorbellMode::kThreadDomain;
+  ExportProviderEnvironment(config);
+  EXPECT_EQ(getenv("MLX5_TOTAL_UUARS"), nullptr);
+  config.thread_aware_alloc.doorbell = DoorbellMode::kUuar;
+  config.use_thread_aware_alloc = false;
+  ExportProviderEnvironment(config);
+  EXPECT_EQ(getenv("MLX5_TOTAL_UUARS"), nullptr);
+  config.use_thread_aware_alloc = true;
+  ExportProviderEnvironment(config);
+  ASSERT_NE(getenv("MLX5_TOTAL_UUARS"), nullptr);
+  EXPECT_STREQ(getenv("MLX5_TOTAL_UUARS"), "40");
+  EXPECT_STREQ(getenv("MLX5_NUM_LOW_LAT_UUARS"), "10");
+  setenv("MLX5_TOTAL_UUARS", "64", 1);
+  ExportProviderEnvironment(config);
+  EXPECT_STREQ(getenv("MLX5_TOTAL_UUARS"), "64") << "a value the user set was overwritten";
+  unsetenv("MLX5_TOTAL_UUARS");
+  unsetenv("MLX5_NUM_LOW_LAT_UUARS");
+}
+
 }  // namespace
 }  // namespace smart

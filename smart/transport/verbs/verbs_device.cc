@@ -106,19 +106,27 @@ void VerbsDevice::open(const SmartConfig& config) {
                        (driver_.empty() ? std::string("an unknown driver") : driver_);
       SMART_WARN("verbs transport: %s; mode in effect: shared", doorbell_note_.c_str());
     } else {
+      // The library does not change the process's environment: the
+      // program sets these (ExportProviderEnvironment, or its user).
       const int total = config.thread_aware_alloc.total_uuar;
       const int low_latency = total - config.thread_aware_alloc.shared_uuar;
-      setenv("MLX5_TOTAL_UUARS", std::to_string(total).c_str(), 1);
-      setenv("MLX5_NUM_LOW_LAT_UUARS", std::to_string(low_latency).c_str(), 1);
+      const char* total_env = getenv("MLX5_TOTAL_UUARS");
+      const char* low_latency_env = getenv("MLX5_NUM_LOW_LAT_UUARS");
       const char* preload = getenv("LD_PRELOAD");
-      if (preload == nullptr || strstr(preload, "libmlx5") == nullptr) {
-        SMART_WARN("verbs transport: doorbell mode uuar with MLX5_TOTAL_UUARS=%d MLX5_NUM_LOW_LAT_UUARS=%d, but no "
+      if (total_env == nullptr || low_latency_env == nullptr) {
+        SMART_WARN("verbs transport: doorbell mode uuar, but MLX5_TOTAL_UUARS and MLX5_NUM_LOW_LAT_UUARS are not both "
+                   "set, so the provider keeps its default doorbells; set MLX5_TOTAL_UUARS=%d "
+                   "MLX5_NUM_LOW_LAT_UUARS=%d in the environment, or call smart::ExportProviderEnvironment(config) "
+                   "before connecting; mode in effect: uuar",
+                   total, low_latency);
+      } else if (preload == nullptr || strstr(preload, "libmlx5") == nullptr) {
+        SMART_WARN("verbs transport: doorbell mode uuar with MLX5_TOTAL_UUARS=%s MLX5_NUM_LOW_LAT_UUARS=%s, but no "
                    "patched libmlx5 is preloaded: the stock provider keeps at most 12 shared doorbells "
                    "(patch/guide.md; or use doorbell mode thread_domain); mode in effect: uuar",
-                   total, low_latency);
+                   total_env, low_latency_env);
       } else {
-        SMART_INFO("verbs transport: doorbell mode uuar: MLX5_TOTAL_UUARS=%d MLX5_NUM_LOW_LAT_UUARS=%d", total,
-                   low_latency);
+        SMART_INFO("verbs transport: doorbell mode uuar: MLX5_TOTAL_UUARS=%s MLX5_NUM_LOW_LAT_UUARS=%s", total_env,
+                   low_latency_env);
       }
     }
   }

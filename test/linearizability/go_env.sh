@@ -3,6 +3,12 @@
 # directory of the build), so that a clean clone builds as any user, and
 # defines build_checker. Without Go the test is skipped (exit 77), saying
 # why. The porcupine module comes from the Go module proxy (go.sum pins it).
+# Not in the Soft-RoCE guest yet: it would build the checker under full
+# emulation (the tier treats 77 as skipped).
+if [[ ${SMART_TEST_TRANSPORT:-shm} == verbs ]]; then
+  echo "SKIPPED: the linearizability tests run on shm only (no Go build in the Soft-RoCE guest)" >&2
+  exit 77
+fi
 LINEARIZABILITY_SOURCE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 if [[ -z ${GO:-} || $GO == *NOTFOUND* || ! -x $GO ]]; then
   echo "SKIPPED: no Go toolchain (GO='${GO:-}'); install golang-go (./deps.sh) and reconfigure" >&2

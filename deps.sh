@@ -22,6 +22,11 @@ packages=(
   libgtest-dev libcli11-dev libbenchmark-dev libisal-dev ninja-build
   python3 python3-matplotlib doxygen
 )
+# Go builds the linearizability checker (test/linearizability, go 1.19: Debian
+# 12's golang-go); a toolchain already in /usr/local/go or on PATH will do.
+if [[ ! -x /usr/local/go/bin/go ]] && ! command -v go >/dev/null; then
+  packages+=(golang-go)
+fi
 if ((want_softroce)); then
   packages+=(qemu-system-x86 linux-image-amd64 busybox-static perftest iproute2 kmod cpio gzip)
 fi

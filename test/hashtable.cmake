@@ -29,3 +29,21 @@ endforeach()
 # its time limit over verbs in the guest.
 hashtable_integration_test(split_faults hashtable_split_faults.sh kill)
 hashtable_integration_test(split_stops hashtable_split_faults.sh stop)
+
+# Linearizability, checked by Porcupine (test/linearizability, a Go
+# program): the checker's own tests and the table's history under
+# contention. Skipped (77) without a Go toolchain.
+find_program(GO_EXECUTABLE go HINTS /usr/local/go/bin /usr/lib/go/bin)
+if(NOT GO_EXECUTABLE)
+  message(STATUS "Go not found: the linearizability tests will be skipped (install golang-go)")
+  set(GO_EXECUTABLE "")
+endif()
+set(SMART_GO_ENV "GO=${GO_EXECUTABLE};SMART_GO_DIR=${CMAKE_BINARY_DIR}/go")
+add_test(NAME integration.linearizability_checker
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/linearizability/go_test.sh)
+hashtable_integration_test(linearizability hashtable_linearizability.sh)
+set_tests_properties(integration.linearizability_checker integration.hashtable_linearizability PROPERTIES
+  LABELS integration
+  TIMEOUT 300
+  SKIP_RETURN_CODE 77
+  ENVIRONMENT "SMART_BIN=${CMAKE_BINARY_DIR}/bin;SMART_SOURCE=${PROJECT_SOURCE_DIR};${SMART_GO_ENV}")

@@ -7,11 +7,14 @@
 // tell who wrote a value, for which key, and in which round.
 #include <CLI/CLI.hpp>
 #include <cinttypes>
+#include <algorithm>
 #include <cstdio>
+#include <unistd.h>
 #include <map>
 #include <mutex>
 
 #include "hash_table.h"
+#include "history.h"
 #include "layout.h"
 #include "writer_log.h"
 #include "smart/bench.h"
@@ -19,6 +22,7 @@
 #include "smart/initiator.h"
 #include "smart/logging.h"
 #include "smart/task.h"
+#include "smart/ycsb.h"
 
 namespace {
 
@@ -43,6 +47,9 @@ struct Options {
   int directory_capacity_depth = 20;
   bool exact = false;
   std::vector<std::string> logs;  // writer logs (insert/update/delete/churn write one; check-log reads them)
+  std::string history;            // contend: every operation and its outcome (history.h)
+  double zipf = 0.99;             // contend: skew of the key chooser
+  uint64_t ops = 0;               // contend: operations per worker, on ticks over --duration (0: back to back)
 };
 
 std::string Key(uint64_t id) {
@@ -429,6 +436,77 @@ int Torn(Checker& c, const Options&) {
   return c.finish("torn");
 }
 
+
+// Threads x coroutines issue searches (40%), inserts, updates and deletes
+// (20% each) of keys --from..--to, drawn with a zipf law (--zipf), for
+// --duration seconds, and record each operation with its outcome in the
+// --history file (history.h), for the linearizability checker
+// (test/linearizability). With --ops N each worker issues N operations, one
+// on each tick of a period of duration / N, ticks counted from 0 on the
+// monotonic clock: every worker of every process with the same period
+// starts an operation at the same instant, so that on the hot keys they
+// overlap, and the history stays small enough to check. Values are "w<writer>:<key>:<seq>", unique per
+// process. An error other than not-found fails the command; its operation
+// stays in the history without a response (its outcome is unknown).
+int Contend(Checker& c, const Options& o) {
+  if (o.to <= o.from) throw Error("contend needs keys: --to must be above --from");
+  hashtable::HistoryRecorder history(o.history);
+  const ycsb::ZipfianParams zipf(o.to - o.from, o.zipf);
+  const uint64_t end = NowNs() + static_cast<uint64_t>(o.duration * 1e9);
+  const uint64_t period = o.ops == 0 ? 0 : std::max<uint64_t>(1, static_cast<uint64_t>(o.duration * 1e9) / o.ops);
+  std::atomic<uint64_t> ops{0}, found{0}, not_found{0};
+  c.run([&](int worker, uint64_t, uint64_t) {
+    ycsb::Random random(static_cast<uint64_t>(o.writer) * 1000003u + static_cast<uint64_t>(worker) + 1);
+    hashtable::HistoryRecorder::Op op;
+    op.client = "w" + std::to_string(o.writer) + "." + std::to_string(worker);
+    std::string value;
+    while (NowNs() < end && !c.failed() && (o.ops == 0 || op.seq < o.ops)) {
+      if (period != 0) {
+        // Far from the tick the thread sleeps (its other tasks wait for the
+        // tick too, or for a completion), so that waiting costs no CPU.
+        const uint64_t tick = (NowNs() / period + 1) * period;
+        for (uint64_t now = NowNs(); now < tick; now = NowNs()) {
+          if (tick - now > 300000) {
+            usleep(100);
+          } else {
+            this_task::yield();
+          }
+        }
+      }
+      const uint64_t id = o.from + ycsb::ZipfianRank(zipf, random);
+      const double pick = random.uniform();
+      const int kind = pick < 0.4 ? 0 : pick < 0.6 ? 1 : pick < 0.8 ? 2 : 3;
+      static const char* const kKinds[] = {"search", "insert", "update", "delete"};
+      ++op.seq;
+      op.key = Key(id);
+      op.kind = kKinds[kind];
+      op.input = kind == 1 || kind == 2 ? Value(o.writer, id, (static_cast<uint64_t>(worker) << 32) | op.seq) : "-";
+      history.invoke(&op);
+      Status s;
+      switch (kind) {
+        case 0: s = c.table().search(op.key, &value); break;
+        case 1: s = c.table().insert(op.key, op.input); break;
+        case 2: s = c.table().update(op.key, op.input); break;
+        default: s = c.table().remove(op.key); break;
+      }
+      if (s.ok()) {
+        history.complete(op, kind == 0 ? value : "ok");
+        found.fetch_add(1, std::memory_order_relaxed);
+      } else if (s.code() == Status::Code::kNotFound && kind != 1) {
+        history.complete(op, "not-found");
+        not_found.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        c.fail(std::string(op.kind) + " " + op.key + ": " + s.ToString());
+      }
+      ops.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  if (!history.ok()) c.fail("writing the history " + o.history + " failed");
+  printf("hashtable_check contend: %" PRIu64 " operations (%" PRIu64 " ok, %" PRIu64 " not found)\n", ops.load(),
+         found.load(), not_found.load());
+  return c.finish("contend");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -457,11 +535,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 32));
   app.add_option("--log", o.logs, "insert/update/delete/churn: write this writer's log of acknowledged operations; "
                  "check-log: a writer log to check against (repeat)");
+  app.add_option("--history", o.history, "contend: record every operation and its outcome in this file (history.h)");
+  app.add_option("--ops", o.ops, "contend: operations per worker, started on ticks spread over --duration (0: back to back)");
+  app.add_option("--zipf", o.zipf, "contend: skew of the zipf key chooser (0: uniform)")->check(CLI::Range(0.0, 0.999));
   app.add_flag("--exact", o.exact, "verify: each value is the one --writer wrote in round --rounds (its acknowledged write)");
   std::map<std::string, std::function<int(Checker&, const Options&)>> commands = {
       {"build", [](Checker& c, const Options&) { return c.finish("build"); }},
       {"insert", Insert}, {"update", Update}, {"delete", Delete}, {"churn", Churn}, {"verify", Verify},
-      {"read", Read}, {"count", Count}, {"capacity", Capacity}, {"torn", Torn}, {"check-log", CheckLog}};
+      {"read", Read}, {"count", Count}, {"capacity", Capacity}, {"torn", Torn}, {"check-log", CheckLog},
+      {"contend", Contend}};
   const std::map<std::string, std::string> what = {
       {"build", "build (or attach to) the table and exit"},
       {"insert", "insert keys --from..--to with writer --writer's values (round 0)"},
@@ -473,7 +555,8 @@ int main(int argc, char** argv) {
       {"count", "print how many keys are present"},
       {"capacity", "print each shard's slots and global depth (--min-slots)"},
       {"torn", "tear a block on purpose; a reader must wait for it to be whole"},
-      {"check-log", "the final state against the writers' --log files"}};
+      {"check-log", "the final state against the writers' --log files"},
+      {"contend", "zipf-skewed searches, inserts, updates, deletes for --duration s, recorded in --history"}};
   for (auto& [name, fn] : commands) app.add_subcommand(name, what.at(name));
   SMART_PARSE_COMMAND_LINE(app, argc, argv);
   try {

@@ -37,6 +37,9 @@ mount -t tmpfs -o mode=1777 tmpfs /dev/shm || fatal "mount /dev/shm"
 mount -t devpts devpts /dev/pts 2>/dev/null
 mkdir -p /dev/hugepages && mount -t hugetlbfs hugetlbfs /dev/hugepages 2>/dev/null
 [ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
+# The guest's / and /tmp are the host's over 9p, which holds no Unix sockets:
+# the shm transport's memfd socket goes to a runtime directory on tmpfs.
+mkdir -p -m 0700 /run/user-root && export XDG_RUNTIME_DIR=/run/user-root
 hostname softroce-guest 2>/dev/null
 ulimit -l unlimited
 

@@ -129,21 +129,25 @@ class ClusterExecutor:
         blades = blades_for(point.bench, self.memory)
         started = []
         rc = 0
+        nodes = self.compute[:point.nodes]
         try:
             for host, port in blades:
                 remote, pid = self._server_command(point.bench, port)
                 self.clush("memory", [host], remote, log_path, check=True)
                 started.append((host, pid))
-                wait = ("for i in $(seq 300); do (exec 3<>/dev/tcp/127.0.0.1/%d) 2>/dev/null && exit 0; "
-                        "sleep 0.1; done; echo 'memory blade on port %d did not start' >&2; exit 1" % (port, port))
+                # Ready when its port answers, and it is the process just
+                # started that answers (not a predecessor still exiting).
+                wait = ("for i in $(seq 300); do kill -0 $(cat %s) 2>/dev/null || break; "
+                        "(exec 3<>/dev/tcp/127.0.0.1/%d) 2>/dev/null && exit 0; sleep 0.1; done; "
+                        "echo 'memory blade on port %d did not start' >&2; exit 1" % (shlex.quote(pid), port, port))
                 self.clush("memory", [host], wait, log_path, check=True)
-            nodes = self.compute[:point.nodes]
             if len(nodes) < point.nodes:
                 return 1, "only %d compute hosts for %d nodes" % (len(self.compute), point.nodes), []
             rcsv = os.path.join(self.rdir, "out", point.id + ".csv")
             rlog = os.path.join(self.rdir, "logs", point.id + ".log")
-            envs = " ".join("%s=%s" % (k, shlex.quote(v)) for k, v in sorted(env.items()))
             bench_cmd = [a.replace("@CSV@", rcsv) for a in command]
+            env = {k: v.replace("@CSV@", rcsv) for k, v in env.items()}
+            envs = " ".join("%s=%s" % (k, shlex.quote(v)) for k, v in sorted(env.items()))
             if point.nodes > 1:
                 # One node loads; then all run on the loaded structure.
                 load = [a for a in bench_cmd]
@@ -159,10 +163,17 @@ class ClusterExecutor:
             if not self.dry_run:
                 os.makedirs(gathered, exist_ok=True)
             self.rcopy("compute", nodes, [rcsv, rlog], gathered)
+        except RuntimeError as e:
+            # A backend that did not start, a load that failed: this point
+            # fails, the sweep goes on.
+            return 1, "%s\n" % e, []
         finally:
             for host, pid in started:
-                self.clush("memory", [host], "kill $(cat %s) && rm -f %s" % (shlex.quote(pid), shlex.quote(pid)),
-                           log_path)
+                # Wait until it is gone, so that the next point's backend
+                # gets the port.
+                self.clush("memory", [host], "p=$(cat %s) && kill $p && rm -f %s && for i in $(seq 100); do "
+                           "kill -0 $p 2>/dev/null || exit 0; sleep 0.1; done; kill -9 $p" % (
+                               shlex.quote(pid), shlex.quote(pid)), log_path)
         if self.dry_run:
             return 0, "", []
         text, lines = "", []

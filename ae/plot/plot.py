@@ -140,7 +140,7 @@ def plot_figure(out, fig, quiet=False):
         pax.set_ylabel(YLABEL.get(column, fig.ylabel) if not latency else fig.ylabel)
         pax.grid(alpha=0.3)
         if drew:
-            pax.legend(fontsize=7)
+            pax.legend(fontsize=7, title=LABEL, title_fontsize=7)
         else:
             pax.text(0.5, 0.5, "no reference numbers", ha="center", va="center", transform=pax.transAxes)
     f.suptitle("%s\n%s" % (fig.title, machine_label(out)), fontsize=11)

@@ -35,6 +35,8 @@ Options:
   --duration SEC       seconds per point instead of the profile's
   --timeout SEC        time limit per point instead of the profile's
   --max-key N          keys of the hash table and B+tree instead of the profile's
+  --repeat N           run every point N times (default: 3 with --local, else 1);
+                       plots and summary take the median
   --shm-latency-ns N   with --local: delay every shm completion by N ns to
                        model a network round trip (default 0)
   --no-plot            collect only
@@ -84,14 +86,14 @@ while (($#)); do
     --force) force=1 ;;
     --dry-run) dry_run=1 ;;
     --no-plot) plot=0 ;;
-    --figure | --bin | --out | --remote-dir | --duration | --timeout | --max-key | --shm-latency-ns)
+    --figure | --bin | --out | --remote-dir | --duration | --timeout | --max-key | --shm-latency-ns | --repeat)
       (($# >= 2)) || die "$1 needs a value"
       case $1 in
         --figure) figures+=(--figure "$2") ;;
         --bin) bin=$2 ;;
         --out) out=$2 ;;
         --remote-dir) remote_dir=$2 ;;
-        --duration | --timeout | --max-key | --shm-latency-ns)
+        --duration | --timeout | --max-key | --shm-latency-ns | --repeat)
           [[ $2 =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "$1: expected a non-negative number, found '$2'"
           [[ $1 == --duration || $2 =~ ^[0-9]+$ ]] || die "$1: expected a whole number, found '$2'"
           extra+=("$1" "$2") ;;

@@ -17,15 +17,18 @@ PROFILES = {
         "depths": [1, 8], "grid_threads": [2], "max_threads": 2, "zipfs": [0.0, 0.99],
         "datasets": ["ycsb-c"], "max_key": 20000, "rdma_pool_mib": 64,
         "accounts": 20000, "subscribers": 20000, "limit": 40, "rdma_limit": 20, "compute_nodes": [1],
-        "latency_model": True,
+        "latency_model": True, "repeats": 1,
     },
+    # Each point three times, in three passes over the figure, so that the
+    # other work of a shared machine weighs on every series alike; the plots
+    # and the summary take the median.
     "local": {
-        "duration": 4, "rdma_duration": 3, "threads": [1, 2], "rdma_threads": [1, 2, 4],
-        "depths": [1, 2, 4, 8, 16, 24, 32], "grid_threads": [1, 2], "max_threads": 2,
+        "duration": 2, "rdma_duration": 2, "threads": [1, 2], "rdma_threads": [1, 2, 4],
+        "depths": [1, 2, 4, 8, 16, 32], "grid_threads": [1, 2], "max_threads": 2,
         "zipfs": [0.0, 0.4, 0.8, 0.9, 0.95, 0.99],
         "datasets": ["ycsb-c", "ycsb-b", "ycsb-a"], "max_key": 1000000, "rdma_pool_mib": 256,
         "accounts": 100000, "subscribers": 100000, "limit": 90, "rdma_limit": 25, "compute_nodes": [1],
-        "latency_model": True,
+        "latency_model": True, "repeats": 3,
     },
     # The paper's settings (REFERENCE 7.1 and the artifact's common.sh); keys
     # are 10 M rather than 100 M so that a point does not spend minutes loading
@@ -37,7 +40,7 @@ PROFILES = {
         "max_threads": 96, "zipfs": [0.0, 0.4, 0.8, 0.9, 0.95, 0.99],
         "datasets": ["ycsb-c", "ycsb-b", "ycsb-a"], "max_key": 10000000, "rdma_pool_mib": 1024,
         "accounts": 100000, "subscribers": 100000, "limit": 600, "rdma_limit": 120, "compute_nodes": None,
-        "latency_model": False,
+        "latency_model": False, "repeats": 1,
     },
 }
 
@@ -50,7 +53,7 @@ class Point:
     """One run of one bench: a series of a figure at one x."""
 
     def __init__(self, fig, series, bench, threads, depth, x, opts=None, env=None, args=None,
-                 variant=None, dataset=None, zipf=None, nodes=1, panel=None):
+                 variant=None, dataset=None, zipf=None, nodes=1, panel=None, rep=0):
         self.fig, self.series, self.bench = fig, series, bench
         self.threads, self.depth, self.x = threads, depth, x
         self.opts = opts                  # SMART_OPTS; None keeps the config (all on)
@@ -59,6 +62,13 @@ class Point:
         self.variant = variant            # smart_config variant ("shared_qp")
         self.dataset, self.zipf, self.nodes = dataset, zipf, nodes
         self.panel = panel                # sub-plot (dataset, op type, app)
+        self.rep = rep                    # which repetition of the same point
+
+    def repeated(self, rep):
+        copy = Point(self.fig, self.series, self.bench, self.threads, self.depth, self.x)
+        copy.__dict__.update(self.__dict__)
+        copy.rep = rep
+        return copy
 
     @property
     def id(self):
@@ -67,6 +77,8 @@ class Point:
             parts.append("z%g" % self.zipf)
         if self.nodes != 1:
             parts.append("n%d" % self.nodes)
+        if self.rep:
+            parts.append("r%d" % (self.rep + 1))
         return "_".join(p for p in parts if p)
 
     @property
@@ -92,8 +104,11 @@ class Figure:
             return self.local_skip
         return None
 
-    def points(self, profile):
-        return self.points_fn(PROFILES[profile] if isinstance(profile, str) else profile)
+    def points(self, profile, repeats=None):
+        """Every run of the figure: its points, once per repetition (repetitions outermost)."""
+        p = PROFILES[profile] if isinstance(profile, str) else profile
+        base = self.points_fn(p)
+        return [pt.repeated(r) for r in range(repeats or p.get("repeats", 1)) for pt in base]
 
 
 def _rdma(fig, series, op, threads, depth, x, opts, qp_num=-1, shared=False, panel=None):

@@ -187,7 +187,7 @@ def append_series(path, columns, line):
 def run_figure(fig, args, profile, bin_dir, cdir, executor, progress):
     fdir = os.path.join(args.out, "fig-" + fig.id)
     reason = fig.skip_reason(args.mode)
-    points = [] if reason else fig.points(profile)
+    points = [] if reason else fig.points(profile, args.repeat)
     if not args.dry_run:
         if args.force and os.path.isdir(fdir):
             shutil.rmtree(fdir)
@@ -270,6 +270,7 @@ def main():
     ap.add_argument("--duration", type=float, default=None)
     ap.add_argument("--timeout", type=int, default=None)
     ap.add_argument("--max-key", type=int, default=None)
+    ap.add_argument("--repeat", type=int, default=None)
     ap.add_argument("--shm-latency-ns", type=int, default=0)
     args = ap.parse_args()
     try:

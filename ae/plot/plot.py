@@ -54,9 +54,24 @@ def load(out, fig_id):
             data.setdefault(key, []).append((float(r["x"]), row))
             if r["series"] not in order:
                 order.append(r["series"])
-    for v in data.values():
-        v.sort(key=lambda p: p[0])
+    # Repetitions of a point: the run with the median throughput stands for it.
+    for key, v in data.items():
+        by_x = {}
+        for x, row in v:
+            by_x.setdefault(x, []).append(row)
+        medians = []
+        for x, rows in by_x.items():
+            rows.sort(key=throughput)
+            medians.append((x, rows[(len(rows) - 1) // 2]))
+        data[key] = sorted(medians, key=lambda p: p[0])
     return data, order
+
+
+def throughput(row):
+    for col in ("mops", "iops_m", "committed_mtxn_s"):
+        if col in row:
+            return row[col]
+    return 0.0
 
 
 def machine_label(out):

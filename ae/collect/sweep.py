@@ -307,6 +307,8 @@ def main():
             json.dump({"machine": socket.gethostname().split(".")[0], "cores": os.cpu_count(),
                        "cpu": platform.processor() or platform.machine(), "mode": args.mode,
                        "profile": args.profile, "bin": bin_dir, "shm_latency_ns": args.shm_latency_ns,
+                       "repeats": args.repeat or profile.get("repeats", 1),
+                       "duration_s": args.duration or profile["duration"],
                        "memory_hosts": memory, "compute_hosts": compute,
                        "started": time.strftime("%Y-%m-%d %H:%M:%S")}, f, indent=2)
     executor = None

@@ -204,6 +204,24 @@ def point_counts(out, fid):
     return ok, failed
 
 
+def runs_per_point(out):
+    """The most runs recorded ok for one point (repetitions have ids ending _rN)."""
+    import re
+    most = 1
+    for fig in figures.FIGURES:
+        path = os.path.join(out, "fig-" + fig.id, "points.csv")
+        if not os.path.exists(path):
+            continue
+        counts = {}
+        with open(path, newline="") as f:
+            for r in csv.DictReader(f):
+                if r["status"] == "ok":
+                    base = re.sub(r"_r\d+$", "", r["point"])
+                    counts[base] = counts.get(base, 0) + 1
+        most = max([most] + list(counts.values()))
+    return most
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", required=True)
@@ -219,7 +237,11 @@ def main():
     lines += ["- machine: %s, %s cores; mode: %s (%s); profile: %s; started %s" % (
         run.get("machine"), run.get("cores"), run.get("mode"),
         "shm, memory blades inside each bench" if local else "verbs between hosts",
-        run.get("profile"), run.get("started")), ""]
+        run.get("profile"), run.get("started")),
+              "- each point ran %d time(s)%s; with several runs the plots and verdicts use the run with the "
+              "median throughput (every run is in the CSVs)" % (
+                  runs_per_point(out), ", %s s each" % run["duration_s"] if "duration_s" in run else ""),
+              ""]
     if local:
         lines += ["On shm there is no NIC: no doorbell register shared between threads, no NIC cache for "
                   "outstanding work requests to thrash, and a completion is there as soon as it is polled. "

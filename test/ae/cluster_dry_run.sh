@@ -30,7 +30,7 @@ for c in roles["memory"]:
     assert "_bench" not in c, "a bench on the memory host: " + c
     assert "--rcopy" not in c
 starts = [c for c in roles["memory"] if "nohup" in c]
-stops = [c for c in roles["memory"] if "kill $(cat" in c]
+stops = [c for c in roles["memory"] if re.search(r"p=\$\(cat \S+\.pid\) && kill \$p", c)]
 assert len(starts) == len(stops) > 0, "%d backends started, %d stopped" % (len(starts), len(stops))
 runs = [c for c in roles["compute"] if "timeout" in c]
 for want in ("hashtable_bench", "btree_bench", "smallbank_bench", "tatp_bench", "test_rdma"):

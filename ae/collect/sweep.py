@@ -310,6 +310,7 @@ def main():
                        "repeats": args.repeat or profile.get("repeats", 1),
                        "duration_s": args.duration or profile["duration"],
                        "memory_hosts": memory, "compute_hosts": compute,
+                       "load_average_at_start": os.getloadavg()[0],
                        "started": time.strftime("%Y-%m-%d %H:%M:%S")}, f, indent=2)
     executor = None
     if args.mode == "cluster":

@@ -17,6 +17,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+matplotlib.rcParams["svg.fonttype"] = "none"   # text as text: small SVGs
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "collect"))
 sys.path.insert(0, HERE)
@@ -142,6 +144,8 @@ def plot_figure(out, fig, quiet=False):
         ax.set_xlabel(fig.xlabel)
         ax.set_ylabel(YLABEL.get(column, fig.ylabel) if not latency else fig.ylabel)
         ax.grid(alpha=0.3)
+        if latency:
+            ax.set_yscale("log")   # P99 spikes of a shared machine would flatten the P50s
         ax.legend(fontsize=7)
         drew = False
         for ppanel, s, pts in paper:

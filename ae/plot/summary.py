@@ -237,7 +237,8 @@ def main():
     lines += ["- machine: %s, %s cores; mode: %s (%s); profile: %s; started %s" % (
         run.get("machine"), run.get("cores"), run.get("mode"),
         "shm, memory blades inside each bench" if local else "verbs between hosts",
-        run.get("profile"), run.get("started")),
+        run.get("profile"), run.get("started")) + (
+            "; load average %.1f at the start" % run["load_average_at_start"] if "load_average_at_start" in run else ""),
               "- each point ran %d time(s)%s; with several runs the plots and verdicts use the run with the "
               "median throughput (every run is in the CSVs)" % (
                   runs_per_point(out), ", %s s each" % run["duration_s"] if "duration_s" in run else ""),

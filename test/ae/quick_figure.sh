@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# ae/run.sh --local --quick --figure FIG: every point ok, one CSV per series
+# with the bench's upstream columns after a header line and one row per
+# point, a non-empty PNG and SVG, and the figure in index.md. Run again
+# without --force, the complete figure is not run again.
+#   quick_figure.sh FIG BENCH-COLUMN-COUNT SERIES ROWS-PER-SERIES
+source "$(dirname "$0")/ae_lib.sh"
+fig=$1 columns=$2 series=$3 rows=$4
+out="$WORK_DIR/out"
+
+"$RUN" --local --quick --figure "$fig" --bin "$SMART_BIN" --out "$out" >"$WORK_DIR/run.log" 2>&1 ||
+  { cat "$WORK_DIR/run.log"; fail "run.sh --local --quick --figure $fig exited non-zero"; }
+dir="$out/fig-$fig"
+[[ -f $dir/points.csv ]] || fail "no $dir/points.csv"
+
+python3 - "$dir" "$columns" "$series" "$rows" <<'PY' || fail "fig $fig: CSVs are not as expected"
+import csv, glob, os, sys
+d, columns, series, rows = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+points = list(csv.DictReader(open(os.path.join(d, "points.csv"))))
+bad = [p for p in points if p["status"] != "ok"]
+assert not bad, "failed points: %s" % [(p["point"], p["status"], p["log"]) for p in bad]
+assert len(points) == series * rows, "points.csv: %d points, expected %d" % (len(points), series * rows)
+files = sorted(f for f in glob.glob(os.path.join(d, "*.csv")) if not f.endswith("points.csv"))
+assert len(files) == series, "%d series CSVs, expected %d: %s" % (len(files), series, files)
+for f in files:
+    lines = open(f).read().splitlines()
+    header = [c.strip() for c in lines[0].split(",")]
+    assert len(header) == columns, "%s: header has %d columns, expected %d" % (f, len(header), columns)
+    assert not any(c.replace(".", "").isdigit() for c in header), "%s: no header line: %s" % (f, lines[0])
+    assert len(lines) == rows + 1, "%s: %d rows, expected %d" % (f, len(lines) - 1, rows)
+    for l in lines[1:]:
+        fields = [c.strip() for c in l.split(",")]
+        assert len(fields) == columns, "%s: row has %d fields: %s" % (f, len(fields), l)
+        assert ", " in l, "%s: row not in the bench's layout: %s" % (f, l)
+PY
+for ext in png svg; do
+  [[ -s $dir/fig-$fig.$ext ]] || fail "no plot $dir/fig-$fig.$ext"
+done
+[[ $(head -c 8 "$dir/fig-$fig.png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] || fail "fig-$fig.png is not a PNG"
+grep -q '<svg' "$dir/fig-$fig.svg" || fail "fig-$fig.svg is not an SVG"
+grep -q "fig-$fig/fig-$fig.png" "$out/index.md" || fail "index.md does not show fig $fig"
+grep -Eq "^\| $fig \| .*\*\*(shown|not shown|cannot be shown on shm)\*\*" "$out/index.md" ||
+  fail "index.md has no verdict for fig $fig"
+
+"$RUN" --local --quick --figure "$fig" --bin "$SMART_BIN" --out "$out" --no-plot >"$WORK_DIR/again.log" 2>&1 ||
+  fail "second run exited non-zero"
+grep -q "fig $fig: complete" "$WORK_DIR/again.log" || { cat "$WORK_DIR/again.log"; fail "a complete figure ran again"; }
+pass "fig $fig: $series series x $rows points, CSVs, plots and summary"

@@ -396,6 +396,10 @@ TEST(HandshakeLimits, MaxClientsCountsHandshakesInProgress) {
   WaitForHandshakes(*blade, 0);
   Initiator initiator(testing::TestConfig());
   initiator.connect(0, "127.0.0.1", blade->port(), 1);
+  // The blade confirms readiness, then enters the session in its table.
+  for (int i = 0; i < 3000 && blade->connected_clients() != 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   EXPECT_EQ(blade->connected_clients(), 1);
 }
 

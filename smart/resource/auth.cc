@@ -21,8 +21,9 @@ static_assert(crypto_auth_BYTES == kProofBytes, "a proof is one crypto_auth tag"
 static_assert(crypto_auth_KEYBYTES == 32, "crypto_auth takes a 32-byte key");
 
 // Role labels: a blade's proof never verifies as a client's and back.
-constexpr char kClientLabel[] = "SMART session v3: client proof";
-constexpr char kBladeLabel[] = "SMART session v3: memory blade proof";
+constexpr char kClientLabel[] = "SMART session v4: client proof";
+constexpr char kBladeLabel[] = "SMART session v4: memory blade proof";
+constexpr char kBladeHelloLabel[] = "SMART session v4: memory blade hello";
 
 void InitSodium() {
   static std::once_flag once;
@@ -31,15 +32,36 @@ void InitSodium() {
   });
 }
 
-std::string ProofInput(AuthRole role, const Nonce& client_nonce, const Nonce& server_nonce) {
-  std::string input = role == AuthRole::kClient ? kClientLabel : kBladeLabel;
+const char* Label(AuthRole role) {
+  switch (role) {
+    case AuthRole::kClient:
+      return kClientLabel;
+    case AuthRole::kBlade:
+      return kBladeLabel;
+    case AuthRole::kBladeHello:
+      return kBladeHelloLabel;
+  }
+  throw Error("unknown authentication role");
+}
+
+// The label, a zero byte and the transcript's hash.
+std::string ProofInput(AuthRole role, const Transcript& transcript) {
+  std::string input = Label(role);
   input.push_back('\0');
-  input.append(reinterpret_cast<const char*>(client_nonce.data()), client_nonce.size());
-  input.append(reinterpret_cast<const char*>(server_nonce.data()), server_nonce.size());
+  unsigned char hash[crypto_generichash_BYTES];
+  crypto_generichash(hash, sizeof(hash), reinterpret_cast<const unsigned char*>(transcript.bytes().data()),
+                     transcript.bytes().size(), nullptr, 0);
+  input.append(reinterpret_cast<const char*>(hash), sizeof(hash));
   return input;
 }
 
 }  // namespace
+
+void Transcript::add(const std::string& message) {
+  const uint32_t n = static_cast<uint32_t>(message.size());
+  for (int i = 0; i < 4; ++i) bytes_.push_back(static_cast<char>(n >> (8 * i)));
+  bytes_ += message;
+}
 
 SessionKey SessionKey::FromBytes(const std::string& bytes, const std::string& name) {
   InitSodium();
@@ -89,16 +111,15 @@ SessionKey SessionKey::Load(const std::string& path, const std::string& what) {
   return key;
 }
 
-Proof SessionKey::prove(AuthRole role, const Nonce& client_nonce, const Nonce& server_nonce) const {
-  const std::string input = ProofInput(role, client_nonce, server_nonce);
+Proof SessionKey::prove(AuthRole role, const Transcript& transcript) const {
+  const std::string input = ProofInput(role, transcript);
   Proof proof;
   crypto_auth(proof.data(), reinterpret_cast<const unsigned char*>(input.data()), input.size(), key_.data());
   return proof;
 }
 
-bool SessionKey::verify(AuthRole role, const Nonce& client_nonce, const Nonce& server_nonce,
-                        const Proof& proof) const {
-  const std::string input = ProofInput(role, client_nonce, server_nonce);
+bool SessionKey::verify(AuthRole role, const Transcript& transcript, const Proof& proof) const {
+  const std::string input = ProofInput(role, transcript);
   return crypto_auth_verify(proof.data(), reinterpret_cast<const unsigned char*>(input.data()), input.size(),
                             key_.data()) == 0;
 }

@@ -266,7 +266,11 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
   };
   auto run = [&] {
     SetSocketTimeouts(fd, smart_config.connect_timeout_ms);
-    const AuthHello auth_hello = AuthHello::Decode(RecvFrame(fd, peer, kMaxAuthFrame, deadline), peer);
+    // Every message so far, for the proofs (smart/resource/auth.h).
+    Transcript transcript;
+    const std::string auth_frame = RecvFrame(fd, peer, kMaxAuthFrame, deadline);
+    const AuthHello auth_hello = AuthHello::Decode(auth_frame, peer);
+    transcript.add(auth_frame);
     if (key && !auth_hello.has_key) {
       refuse_client("the memory blade requires a key and the client has none: set \"auth\": {\"key_file\": ...} "
                     "in the client's smart_config.json to a copy of the memory blade's key file");
@@ -275,19 +279,23 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
     AuthChallenge challenge;
     challenge.nonce = RandomNonce();
     challenge.has_key = key.has_value();
-    if (key) challenge.proof = key->prove(AuthRole::kBlade, auth_hello.nonce, challenge.nonce);
+    transcript.add(challenge.EncodeUnproven());
+    if (key) challenge.proof = key->prove(AuthRole::kBlade, transcript);
     SendFrame(fd, challenge.Encode(), peer);
     stage = Stage::kServerHello;
 
-    const ClientHello hello = ClientHello::Decode(RecvFrame(fd, peer, kMaxHelloFrame, deadline), peer);
+    const std::string hello_frame = RecvFrame(fd, peer, kMaxHelloFrame, deadline);
+    const ClientHello hello = ClientHello::Decode(hello_frame, peer);
+    transcript.add(Unproven(hello_frame, hello.error.empty() && hello.has_proof));
     if (!hello.error.empty()) {
       SMART_WARN("memory blade: client %s gave up the handshake: %s", peer.c_str(), hello.error.c_str());
       stage = Stage::kDone;
     } else if (key && !hello.has_proof) {
       refuse_client("authentication failed: the client sent no proof of the key");
-    } else if (key && !key->verify(AuthRole::kClient, auth_hello.nonce, challenge.nonce, hello.proof)) {
-      refuse_client("authentication failed: the client's proof does not match the memory blade's key (the two "
-                    "sides' auth.key_file hold different keys)");
+    } else if (key && !key->verify(AuthRole::kClient, transcript, hello.proof)) {
+      refuse_client("authentication failed: the client's proof does not match the memory blade's key and this "
+                    "handshake (the two sides' auth.key_file hold different keys, or messages were altered in "
+                    "transit)");
     } else if (hello.transport != device->kind()) {
       refuse_client(std::string("the memory blade uses the ") + TransportKindName(device->kind()) +
                     " transport and the client " + TransportKindName(hello.transport) +
@@ -314,6 +322,10 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
     reply.exported = device->export_regions({pool.get()});
     session->slot = open_session_slot(&reply.session);
     if (session->slot == 0) throw Error("no free session slot (" + std::to_string(kMaxSessions - 1) + " sessions)");
+    // The client checks this proof before it uses anything the reply says.
+    reply.has_proof = key.has_value();
+    transcript.add(reply.EncodeUnproven());
+    if (key) reply.proof = key->prove(AuthRole::kBladeHello, transcript);
     SendFrame(fd, reply.Encode(), peer);
     stage = Stage::kDone;
     const char ready = RecvByte(fd, peer, deadline);

@@ -13,7 +13,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <system_error>
 
+#include "smart/fault_injection.h"
 #include "smart/logging.h"
 #include "smart/resource/handshake.h"
 #include "smart/status.h"
@@ -188,13 +190,23 @@ void Target::Impl::accept_one() {
   handshakes_running.fetch_add(1);
   auto state = std::make_shared<HandshakeState>();
   state->fd = fd;
-  handshakes.push_back(Handshake{std::thread([this, fd, s = state.get()] {
-                                   handshake(fd, s);
-                                   handshakes_running.fetch_sub(1);
-                                   s->done.store(true);
-                                   wake();
-                                 }),
-                                 state});
+  handshakes.push_back(Handshake{std::thread(), state});
+  try {
+    FaultPoint("blade.handshake.thread");
+    handshakes.back().thread = std::thread([this, fd, s = state.get()] {
+      handshake(fd, s);
+      handshakes_running.fetch_sub(1);
+      s->done.store(true);
+      wake();
+    });
+  } catch (const std::system_error& e) {
+    // No thread (EAGAIN: the process or the system is at its thread limit):
+    // this client is refused, the blade serves on.
+    handshakes.pop_back();
+    handshakes_running.fetch_sub(1);
+    refuse(fd, PeerName(fd),
+           std::string("the memory blade cannot start a handshake now (") + e.what() + "); try again later");
+  }
 }
 
 void Target::Impl::refuse(int fd, const std::string& peer, const std::string& reason) {

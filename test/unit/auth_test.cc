@@ -8,9 +8,12 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <atomic>
 #include <memory>
+#include <system_error>
 #include <thread>
 
+#include "smart/fault_injection.h"
 #include "smart/initiator.h"
 #include "smart/resource/auth.h"
 #include "smart/resource/handshake.h"
@@ -423,6 +426,21 @@ TEST(HandshakeLimits, MaxClientsCountsHandshakesInProgress) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT_EQ(blade->connected_clients(), 1);
+}
+
+TEST(HandshakeLimits, ABladeThatCannotStartAHandshakeRefusesTheClientAndServesOn) {
+  auto blade = StartBlade(testing::TestConfig());
+  std::atomic<int> starts{0};
+  SetFaultPointHook("blade.handshake.thread", [&starts] {
+    if (starts.fetch_add(1) == 0) throw std::system_error(EAGAIN, std::generic_category(), "no thread");
+  });
+  const std::string error = ConnectError(testing::TestConfig(), blade->port());
+  EXPECT_NE(error.find("cannot start a handshake now"), std::string::npos) << error;
+  EXPECT_EQ(blade->handshakes_in_progress(), 0);
+  Initiator initiator(testing::TestConfig());
+  initiator.connect(0, "127.0.0.1", blade->port(), 1);
+  EXPECT_NE(initiator.session(0).slot, 0);
+  SetFaultPointHook("blade.handshake.thread", {});
 }
 
 TEST(HandshakeLimits, ASilentPeerIsDroppedAfterConnectTimeout) {

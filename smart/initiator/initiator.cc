@@ -15,6 +15,7 @@
 #include "smart/resource/handshake.h"
 #include "smart/resource/net.h"
 #include "smart/util/memory.h"
+#include "smart/util/peer_text.h"
 
 namespace smart {
 
@@ -250,7 +251,9 @@ void Initiator::connect(node_t node, const std::string& host, int port, int qp_c
   SendFrame(conn->tcp_fd, auth_frame, peer);
   const std::string challenge_frame = RecvFrame(conn->tcp_fd, peer, kMaxAuthFrame, deadline);
   const AuthChallenge challenge = AuthChallenge::Decode(challenge_frame, peer);
-  if (!challenge.error.empty()) throw Error("memory blade " + peer + " refused the connection: " + challenge.error);
+  if (!challenge.error.empty()) {
+    throw Error("memory blade " + peer + " refused the connection: " + PeerText(challenge.error));
+  }
   transcript.add(Unproven(challenge_frame, challenge.has_key));
   ClientHello hello;
   if (im.key) {
@@ -301,7 +304,9 @@ void Initiator::connect(node_t node, const std::string& host, int port, int qp_c
   SendFrame(conn->tcp_fd, hello.Encode(), peer);
   const std::string reply_frame = RecvFrame(conn->tcp_fd, peer, kMaxHelloFrame, deadline);
   const ServerHello reply = ServerHello::Decode(reply_frame, peer);
-  if (!reply.error.empty()) throw Error("memory blade " + peer + " refused the connection: " + reply.error);
+  if (!reply.error.empty()) {
+    throw Error("memory blade " + peer + " refused the connection: " + PeerText(reply.error));
+  }
   if (im.key) {
     // Nothing in the reply is used before its proof holds.
     transcript.add(Unproven(reply_frame, reply.has_proof));

@@ -210,13 +210,11 @@ void Target::Impl::accept_one() {
 }
 
 void Target::Impl::refuse(int fd, const std::string& peer, const std::string& reason) {
-  static std::atomic<uint64_t> refusals{0};
-  // One line for the first refusal and then one per thousand, not one per
-  // connection of a flood.
-  const uint64_t count = refusals.fetch_add(1);
-  if (count % 1000 == 0) {
-    SMART_WARN("memory blade: refused connection from %s: %s (%llu refused so far)", peer.c_str(), reason.c_str(),
-               static_cast<unsigned long long>(count + 1));
+  // At most a line a second, not one per connection of a flood.
+  uint64_t suppressed = 0;
+  if (refused_log.allow(&suppressed)) {
+    SMART_WARN("memory blade: refused connection from %s: %s%s", peer.c_str(), reason.c_str(),
+               LogRateLimit::Suppressed(suppressed).c_str());
   }
   AuthChallenge answer;
   answer.error = reason;
@@ -264,7 +262,11 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
   // Which answer the client waits for, should the handshake fail.
   enum class Stage { kChallenge, kServerHello, kDone } stage = Stage::kChallenge;
   auto refuse_client = [&](const std::string& reason, bool log = true) {
-    if (log) SMART_WARN("memory blade: refused client %s: %s", peer.c_str(), reason.c_str());
+    uint64_t suppressed = 0;
+    if (log && refusals_log.allow(&suppressed)) {
+      SMART_WARN("memory blade: refused client %s: %s%s", peer.c_str(), reason.c_str(),
+                 LogRateLimit::Suppressed(suppressed).c_str());
+    }
     if (stage == Stage::kChallenge) {
       AuthChallenge answer;
       answer.error = reason;
@@ -300,7 +302,12 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
     const ClientHello hello = ClientHello::Decode(hello_frame, peer);
     transcript.add(Unproven(hello_frame, hello.error.empty() && hello.has_proof));
     if (!hello.error.empty()) {
-      SMART_WARN("memory blade: client %s gave up the handshake: %s", peer.c_str(), hello.error.c_str());
+      // The client's own words, unproven: escaped and cut short.
+      uint64_t suppressed = 0;
+      if (gave_up_log.allow(&suppressed)) {
+        SMART_WARN("memory blade: client %s gave up the handshake: %s%s", peer.c_str(), PeerText(hello.error).c_str(),
+                   LogRateLimit::Suppressed(suppressed).c_str());
+      }
       stage = Stage::kDone;
     } else if (key && !hello.has_proof) {
       refuse_client("authentication failed: the client sent no proof of the key");
@@ -357,7 +364,11 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
   try {
     run();
   } catch (const std::exception& e) {
-    SMART_WARN("memory blade: handshake with %s failed: %s", peer.c_str(), e.what());
+    uint64_t suppressed = 0;
+    if (failures_log.allow(&suppressed)) {
+      SMART_WARN("memory blade: handshake with %s failed: %s%s", peer.c_str(), e.what(),
+                 LogRateLimit::Suppressed(suppressed).c_str());
+    }
     // Tell the client why, in the answer it waits for; best effort.
     try {
       refuse_client(std::string("the memory blade could not complete the handshake: ") + e.what(), false);

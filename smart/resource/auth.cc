@@ -63,18 +63,67 @@ void Transcript::add(const std::string& message) {
   bytes_ += message;
 }
 
+namespace {
+
+// Wipes a buffer of key material when it goes out of scope, however.
+class WipeOnExit {
+ public:
+  WipeOnExit(void* data, size_t size) : data_(data), size_(size) {}
+  ~WipeOnExit() { sodium_memzero(data_, size_); }
+  WipeOnExit(const WipeOnExit&) = delete;
+  WipeOnExit& operator=(const WipeOnExit&) = delete;
+
+ private:
+  void* data_;
+  size_t size_;
+};
+
+}  // namespace
+
+SessionKey::~SessionKey() { wipe(); }
+
+SessionKey::SessionKey(const SessionKey& other) : key_(other.key_), path_(other.path_) {}
+
+SessionKey& SessionKey::operator=(const SessionKey& other) {
+  if (this != &other) {
+    wipe();
+    key_ = other.key_;
+    path_ = other.path_;
+  }
+  return *this;
+}
+
+SessionKey::SessionKey(SessionKey&& other) noexcept : key_(other.key_), path_(std::move(other.path_)) {
+  other.wipe();
+}
+
+SessionKey& SessionKey::operator=(SessionKey&& other) noexcept {
+  if (this != &other) {
+    key_ = other.key_;
+    path_ = std::move(other.path_);
+    other.wipe();
+  }
+  return *this;
+}
+
+void SessionKey::wipe() { sodium_memzero(key_.data(), key_.size()); }
+
 SessionKey SessionKey::FromBytes(const std::string& bytes, const std::string& name) {
+  return FromBuffer(bytes.data(), bytes.size(), name);
+}
+
+SessionKey SessionKey::FromBuffer(const char* bytes, size_t size, const std::string& name) {
   InitSodium();
-  if (bytes.size() < kMinKeyFileBytes || bytes.size() > kMaxKeyFileBytes) {
-    throw Error("key file " + name + " holds " + std::to_string(bytes.size()) + " bytes; expected " +
+  if (size < kMinKeyFileBytes || size > kMaxKeyFileBytes) {
+    throw Error("key file " + name + " holds " + std::to_string(size) + " bytes; expected " +
                 std::to_string(kMinKeyFileBytes) + ".." + std::to_string(kMaxKeyFileBytes) +
                 " (make one with smart_keygen, or: head -c 32 /dev/urandom > smart.key)");
   }
   SessionKey key;
   key.path_ = name;
   // Any length of key material becomes one MAC key of the right size.
-  crypto_generichash(key.key_.data(), key.key_.size(), reinterpret_cast<const unsigned char*>(bytes.data()),
-                     bytes.size(), nullptr, 0);
+  crypto_generichash(key.key_.data(), key.key_.size(), reinterpret_cast<const unsigned char*>(bytes), size, nullptr,
+                     0);
   return key;
 }
 
@@ -87,6 +136,7 @@ SessionKey SessionKey::Load(const std::string& path, const std::string& what) {
     throw Error("the key file \"" + path + "\" (" + what + ") is not a regular file");
   }
   std::string bytes(kMaxKeyFileBytes + 1, '\0');
+  const WipeOnExit wipe_bytes(bytes.data(), bytes.size());  // on every path, errors too
   size_t got = 0;
   while (got < bytes.size()) {
     const ssize_t n = read(fd, bytes.data() + got, bytes.size() - got);
@@ -100,14 +150,12 @@ SessionKey SessionKey::Load(const std::string& path, const std::string& what) {
     got += static_cast<size_t>(n);
   }
   close(fd);
-  bytes.resize(got);
   if ((st.st_mode & 0077) != 0) {
     SMART_WARN("the key file %s can be read by other users (mode %04o): chmod 600 %s", path.c_str(),
                static_cast<unsigned>(st.st_mode & 07777), path.c_str());
   }
-  SessionKey key = FromBytes(bytes, "\"" + path + "\" (" + what + ")");
+  SessionKey key = FromBuffer(bytes.data(), got, "\"" + path + "\" (" + what + ")");
   key.path_ = path;
-  sodium_memzero(bytes.data(), bytes.size());
   return key;
 }
 

@@ -42,8 +42,16 @@ class Transcript {
 };
 
 // The MAC key derived from a key file, and where it came from (for messages).
+// Its bytes are wiped (sodium_memzero) when it goes: every copy's when that
+// copy is destroyed, a moved-from key's at once.
 class SessionKey {
  public:
+  ~SessionKey();
+  SessionKey(const SessionKey& other);
+  SessionKey& operator=(const SessionKey& other);
+  SessionKey(SessionKey&& other) noexcept;
+  SessionKey& operator=(SessionKey&& other) noexcept;
+
   // Reads `path` (`what` names the config key in errors, e.g.
   // "auth.key_file in backend.json"). Throws smart::Error when the file
   // cannot be read, is not a regular file, or is shorter than 32 bytes.
@@ -57,6 +65,10 @@ class SessionKey {
   bool verify(AuthRole role, const Transcript& transcript, const Proof& proof) const;
 
  private:
+  SessionKey() = default;
+  static SessionKey FromBuffer(const char* bytes, size_t size, const std::string& name);
+  void wipe();
+
   std::array<uint8_t, 32> key_{};
   std::string path_;
 };

@@ -345,6 +345,19 @@ TEST(Authentication, ProofsDependOnRoleTranscriptAndKey) {
   EXPECT_NE(RandomNonce(), RandomNonce());
 }
 
+TEST(Authentication, AKeyMovedAwayLeavesNoKeyBehind) {
+  Transcript t;
+  t.add("message");
+  SessionKey original = SessionKey::FromBytes(kKeyA, "a");
+  const SessionKey copy = original;
+  const Proof p = original.prove(AuthRole::kClient, t);
+  EXPECT_TRUE(copy.verify(AuthRole::kClient, t, p));
+  const SessionKey moved = std::move(original);
+  EXPECT_TRUE(moved.verify(AuthRole::kClient, t, p));
+  // The moved-from key's bytes are wiped: it proves with an all-zero key now.
+  EXPECT_FALSE(original.verify(AuthRole::kClient, t, p));  // NOLINT(bugprone-use-after-move)
+}
+
 TEST(Authentication, KeyFileErrorsNameTheFile) {
   TempDir dir;
   const std::string short_key = dir.write("short.key", "too short");

@@ -46,7 +46,9 @@
 /// each pause, remote_lock.cc); dtx.commit.validated, dtx.commit.write,
 /// dtx.commit.release (SMART-DTX's commit, apps/dtx/transaction.cc) and
 /// dtx.recovery.decided (a recovery that chose to roll forward or back,
-/// before it writes or releases anything, apps/dtx/recovery.cc).
+/// before it writes or releases anything, apps/dtx/recovery.cc);
+/// blade.handshake.thread (a memory blade about to start the thread of an
+/// accepted connection's handshake, smart/target/target_sessions.cc).
 #pragma once
 
 #include <atomic>

@@ -15,6 +15,7 @@
 #include "smart/resource/handshake.h"
 #include "smart/resource/net.h"
 #include "smart/util/memory.h"
+#include "smart/util/peer_text.h"
 
 namespace smart {
 
@@ -240,20 +241,27 @@ void Initiator::connect(node_t node, const std::string& host, int port, int qp_c
 
   // Each side proves the key before the client sends its endpoints or the
   // blade reveals its pool (smart/resource/handshake.h).
+  // Every message so far, for the proofs (smart/resource/auth.h).
+  Transcript transcript;
   AuthHello auth_hello;
   auth_hello.has_key = im.key.has_value();
   auth_hello.nonce = RandomNonce();
-  SendFrame(conn->tcp_fd, auth_hello.Encode(), peer);
-  const AuthChallenge challenge =
-      AuthChallenge::Decode(RecvFrame(conn->tcp_fd, peer, kMaxAuthFrame, deadline), peer);
-  if (!challenge.error.empty()) throw Error("memory blade " + peer + " refused the connection: " + challenge.error);
+  const std::string auth_frame = auth_hello.Encode();
+  transcript.add(auth_frame);
+  SendFrame(conn->tcp_fd, auth_frame, peer);
+  const std::string challenge_frame = RecvFrame(conn->tcp_fd, peer, kMaxAuthFrame, deadline);
+  const AuthChallenge challenge = AuthChallenge::Decode(challenge_frame, peer);
+  if (!challenge.error.empty()) {
+    throw Error("memory blade " + peer + " refused the connection: " + PeerText(challenge.error));
+  }
+  transcript.add(Unproven(challenge_frame, challenge.has_key));
   ClientHello hello;
   if (im.key) {
     std::string problem;
     if (!challenge.has_key) {
       problem = "it proves no key, and this client has one (auth.key_file " + im.key->path() +
                 "): give the memory blade the same key, or remove auth.key_file here";
-    } else if (!im.key->verify(AuthRole::kBlade, auth_hello.nonce, challenge.nonce, challenge.proof)) {
+    } else if (!im.key->verify(AuthRole::kBlade, transcript, challenge.proof)) {
       problem = "its proof does not match this client's key (" + im.key->path() +
                 "): the two sides' auth.key_file hold different keys";
     }
@@ -267,7 +275,6 @@ void Initiator::connect(node_t node, const std::string& host, int port, int qp_c
       throw Error("memory blade " + peer + " failed authentication: " + problem);
     }
     hello.has_proof = true;
-    hello.proof = im.key->prove(AuthRole::kClient, auth_hello.nonce, challenge.nonce);
   }
   hello.transport = im.device->kind();
   {
@@ -291,9 +298,26 @@ void Initiator::connect(node_t node, const std::string& host, int port, int qp_c
       hello.endpoints.push_back(conn->qps.back()->endpoint());
     }
   }
+  // The proof covers the endpoints: the blade connects to these or to none.
+  transcript.add(hello.EncodeUnproven());
+  if (im.key) hello.proof = im.key->prove(AuthRole::kClient, transcript);
   SendFrame(conn->tcp_fd, hello.Encode(), peer);
-  const ServerHello reply = ServerHello::Decode(RecvFrame(conn->tcp_fd, peer, kMaxHelloFrame, deadline), peer);
-  if (!reply.error.empty()) throw Error("memory blade " + peer + " refused the connection: " + reply.error);
+  const std::string reply_frame = RecvFrame(conn->tcp_fd, peer, kMaxHelloFrame, deadline);
+  const ServerHello reply = ServerHello::Decode(reply_frame, peer);
+  if (!reply.error.empty()) {
+    throw Error("memory blade " + peer + " refused the connection: " + PeerText(reply.error));
+  }
+  if (im.key) {
+    // Nothing in the reply is used before its proof holds.
+    transcript.add(Unproven(reply_frame, reply.has_proof));
+    if (!reply.has_proof) {
+      throw Error("memory blade " + peer + " failed authentication: its answer carries no proof of the key");
+    }
+    if (!im.key->verify(AuthRole::kBladeHello, transcript, reply.proof)) {
+      throw Error("memory blade " + peer + " failed authentication: the proof in its answer does not match this "
+                  "handshake (messages altered in transit)");
+    }
+  }
   if (reply.endpoints.size() != static_cast<size_t>(qp_count)) {
     throw Error("memory blade " + peer + " answered with " + std::to_string(reply.endpoints.size()) +
                 " queue pairs for " + std::to_string(qp_count));

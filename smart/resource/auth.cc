@@ -21,8 +21,9 @@ static_assert(crypto_auth_BYTES == kProofBytes, "a proof is one crypto_auth tag"
 static_assert(crypto_auth_KEYBYTES == 32, "crypto_auth takes a 32-byte key");
 
 // Role labels: a blade's proof never verifies as a client's and back.
-constexpr char kClientLabel[] = "SMART session v3: client proof";
-constexpr char kBladeLabel[] = "SMART session v3: memory blade proof";
+constexpr char kClientLabel[] = "SMART session v4: client proof";
+constexpr char kBladeLabel[] = "SMART session v4: memory blade proof";
+constexpr char kBladeHelloLabel[] = "SMART session v4: memory blade hello";
 
 void InitSodium() {
   static std::once_flag once;
@@ -31,28 +32,98 @@ void InitSodium() {
   });
 }
 
-std::string ProofInput(AuthRole role, const Nonce& client_nonce, const Nonce& server_nonce) {
-  std::string input = role == AuthRole::kClient ? kClientLabel : kBladeLabel;
+const char* Label(AuthRole role) {
+  switch (role) {
+    case AuthRole::kClient:
+      return kClientLabel;
+    case AuthRole::kBlade:
+      return kBladeLabel;
+    case AuthRole::kBladeHello:
+      return kBladeHelloLabel;
+  }
+  throw Error("unknown authentication role");
+}
+
+// The label, a zero byte and the transcript's hash.
+std::string ProofInput(AuthRole role, const Transcript& transcript) {
+  std::string input = Label(role);
   input.push_back('\0');
-  input.append(reinterpret_cast<const char*>(client_nonce.data()), client_nonce.size());
-  input.append(reinterpret_cast<const char*>(server_nonce.data()), server_nonce.size());
+  unsigned char hash[crypto_generichash_BYTES];
+  crypto_generichash(hash, sizeof(hash), reinterpret_cast<const unsigned char*>(transcript.bytes().data()),
+                     transcript.bytes().size(), nullptr, 0);
+  input.append(reinterpret_cast<const char*>(hash), sizeof(hash));
   return input;
 }
 
 }  // namespace
 
+void Transcript::add(const std::string& message) {
+  const uint32_t n = static_cast<uint32_t>(message.size());
+  for (int i = 0; i < 4; ++i) bytes_.push_back(static_cast<char>(n >> (8 * i)));
+  bytes_ += message;
+}
+
+namespace {
+
+// Wipes a buffer of key material when it goes out of scope, however.
+class WipeOnExit {
+ public:
+  WipeOnExit(void* data, size_t size) : data_(data), size_(size) {}
+  ~WipeOnExit() { sodium_memzero(data_, size_); }
+  WipeOnExit(const WipeOnExit&) = delete;
+  WipeOnExit& operator=(const WipeOnExit&) = delete;
+
+ private:
+  void* data_;
+  size_t size_;
+};
+
+}  // namespace
+
+SessionKey::~SessionKey() { wipe(); }
+
+SessionKey::SessionKey(const SessionKey& other) : key_(other.key_), path_(other.path_) {}
+
+SessionKey& SessionKey::operator=(const SessionKey& other) {
+  if (this != &other) {
+    wipe();
+    key_ = other.key_;
+    path_ = other.path_;
+  }
+  return *this;
+}
+
+SessionKey::SessionKey(SessionKey&& other) noexcept : key_(other.key_), path_(std::move(other.path_)) {
+  other.wipe();
+}
+
+SessionKey& SessionKey::operator=(SessionKey&& other) noexcept {
+  if (this != &other) {
+    key_ = other.key_;
+    path_ = std::move(other.path_);
+    other.wipe();
+  }
+  return *this;
+}
+
+void SessionKey::wipe() { sodium_memzero(key_.data(), key_.size()); }
+
 SessionKey SessionKey::FromBytes(const std::string& bytes, const std::string& name) {
+  return FromBuffer(bytes.data(), bytes.size(), name);
+}
+
+SessionKey SessionKey::FromBuffer(const char* bytes, size_t size, const std::string& name) {
   InitSodium();
-  if (bytes.size() < kMinKeyFileBytes || bytes.size() > kMaxKeyFileBytes) {
-    throw Error("key file " + name + " holds " + std::to_string(bytes.size()) + " bytes; expected " +
+  if (size < kMinKeyFileBytes || size > kMaxKeyFileBytes) {
+    throw Error("key file " + name + " holds " + std::to_string(size) + " bytes; expected " +
                 std::to_string(kMinKeyFileBytes) + ".." + std::to_string(kMaxKeyFileBytes) +
                 " (make one with smart_keygen, or: head -c 32 /dev/urandom > smart.key)");
   }
   SessionKey key;
   key.path_ = name;
   // Any length of key material becomes one MAC key of the right size.
-  crypto_generichash(key.key_.data(), key.key_.size(), reinterpret_cast<const unsigned char*>(bytes.data()),
-                     bytes.size(), nullptr, 0);
+  crypto_generichash(key.key_.data(), key.key_.size(), reinterpret_cast<const unsigned char*>(bytes), size, nullptr,
+                     0);
   return key;
 }
 
@@ -65,6 +136,7 @@ SessionKey SessionKey::Load(const std::string& path, const std::string& what) {
     throw Error("the key file \"" + path + "\" (" + what + ") is not a regular file");
   }
   std::string bytes(kMaxKeyFileBytes + 1, '\0');
+  const WipeOnExit wipe_bytes(bytes.data(), bytes.size());  // on every path, errors too
   size_t got = 0;
   while (got < bytes.size()) {
     const ssize_t n = read(fd, bytes.data() + got, bytes.size() - got);
@@ -78,27 +150,24 @@ SessionKey SessionKey::Load(const std::string& path, const std::string& what) {
     got += static_cast<size_t>(n);
   }
   close(fd);
-  bytes.resize(got);
   if ((st.st_mode & 0077) != 0) {
     SMART_WARN("the key file %s can be read by other users (mode %04o): chmod 600 %s", path.c_str(),
                static_cast<unsigned>(st.st_mode & 07777), path.c_str());
   }
-  SessionKey key = FromBytes(bytes, "\"" + path + "\" (" + what + ")");
+  SessionKey key = FromBuffer(bytes.data(), got, "\"" + path + "\" (" + what + ")");
   key.path_ = path;
-  sodium_memzero(bytes.data(), bytes.size());
   return key;
 }
 
-Proof SessionKey::prove(AuthRole role, const Nonce& client_nonce, const Nonce& server_nonce) const {
-  const std::string input = ProofInput(role, client_nonce, server_nonce);
+Proof SessionKey::prove(AuthRole role, const Transcript& transcript) const {
+  const std::string input = ProofInput(role, transcript);
   Proof proof;
   crypto_auth(proof.data(), reinterpret_cast<const unsigned char*>(input.data()), input.size(), key_.data());
   return proof;
 }
 
-bool SessionKey::verify(AuthRole role, const Nonce& client_nonce, const Nonce& server_nonce,
-                        const Proof& proof) const {
-  const std::string input = ProofInput(role, client_nonce, server_nonce);
+bool SessionKey::verify(AuthRole role, const Transcript& transcript, const Proof& proof) const {
+  const std::string input = ProofInput(role, transcript);
   return crypto_auth_verify(proof.data(), reinterpret_cast<const unsigned char*>(input.data()), input.size(),
                             key_.data()) == 0;
 }

@@ -1,9 +1,12 @@
 // Session authentication: the cluster's shared key and the proofs both sides
 // of a handshake exchange. Each side sends a fresh random nonce; each proves
 // it holds the key with a MAC (libsodium's crypto_auth, HMAC-SHA-512-256)
-// over a label naming its role and both nonces, so a proof can be neither
-// reflected back (the label differs) nor replayed (the other side's nonce is
-// new every time).
+// over a label naming its role and a hash of the handshake so far (its
+// transcript, both nonces included). So a proof can be neither reflected
+// back (the label differs) nor replayed (the other side's nonce is new every
+// time), nor carried over to messages it was not made for: a relay that
+// changes the client's queue pair endpoints or the blade's regions makes the
+// proof that follows them fail.
 #pragma once
 
 #include <array>
@@ -22,11 +25,33 @@ constexpr size_t kMaxKeyFileBytes = 4096;
 using Nonce = std::array<uint8_t, kNonceBytes>;
 using Proof = std::array<uint8_t, kProofBytes>;
 
-enum class AuthRole { kClient, kBlade };
+// Who proves what: the client its hello, the blade its challenge and later
+// its hello (the pool's address, rkey and memory handle).
+enum class AuthRole { kClient, kBlade, kBladeHello };
+
+// The handshake as one side saw it: each message in order, with its length.
+// A proof covers its hash (crypto_generichash), so it vouches for every byte
+// both sides exchanged before it.
+class Transcript {
+ public:
+  void add(const std::string& message);
+  const std::string& bytes() const { return bytes_; }
+
+ private:
+  std::string bytes_;
+};
 
 // The MAC key derived from a key file, and where it came from (for messages).
+// Its bytes are wiped (sodium_memzero) when it goes: every copy's when that
+// copy is destroyed, a moved-from key's at once.
 class SessionKey {
  public:
+  ~SessionKey();
+  SessionKey(const SessionKey& other);
+  SessionKey& operator=(const SessionKey& other);
+  SessionKey(SessionKey&& other) noexcept;
+  SessionKey& operator=(SessionKey&& other) noexcept;
+
   // Reads `path` (`what` names the config key in errors, e.g.
   // "auth.key_file in backend.json"). Throws smart::Error when the file
   // cannot be read, is not a regular file, or is shorter than 32 bytes.
@@ -35,11 +60,15 @@ class SessionKey {
   static SessionKey FromBytes(const std::string& bytes, const std::string& name);
 
   const std::string& path() const { return path_; }
-  Proof prove(AuthRole role, const Nonce& client_nonce, const Nonce& server_nonce) const;
+  Proof prove(AuthRole role, const Transcript& transcript) const;
   // Constant-time comparison with the proof `role` would give.
-  bool verify(AuthRole role, const Nonce& client_nonce, const Nonce& server_nonce, const Proof& proof) const;
+  bool verify(AuthRole role, const Transcript& transcript, const Proof& proof) const;
 
  private:
+  SessionKey() = default;
+  static SessionKey FromBuffer(const char* bytes, size_t size, const std::string& name);
+  void wipe();
+
   std::array<uint8_t, 32> key_{};
   std::string path_;
 };

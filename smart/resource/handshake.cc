@@ -88,15 +88,20 @@ AuthHello AuthHello::Decode(const std::string& data, const std::string& peer) {
   return hello;
 }
 
-std::string AuthChallenge::Encode() const {
+std::string AuthChallenge::EncodeUnproven() const {
   WireWriter w;
   PutHeader(w, HandshakeMessage::kAuthChallenge);
   w.str(error);
   if (!error.empty()) return w.data();
   w.u8(has_key ? 1 : 0);
   w.bytes(nonce.data(), nonce.size());
-  if (has_key) w.bytes(proof.data(), proof.size());
   return w.data();
+}
+
+std::string AuthChallenge::Encode() const {
+  std::string data = EncodeUnproven();
+  if (error.empty() && has_key) data.append(reinterpret_cast<const char*>(proof.data()), proof.size());
+  return data;
 }
 
 AuthChallenge AuthChallenge::Decode(const std::string& data, const std::string& peer) {
@@ -116,7 +121,7 @@ AuthChallenge AuthChallenge::Decode(const std::string& data, const std::string& 
   return challenge;
 }
 
-std::string ClientHello::Encode() const {
+std::string ClientHello::EncodeUnproven() const {
   WireWriter w;
   PutHeader(w, HandshakeMessage::kClientHello);
   w.str(error);
@@ -124,8 +129,13 @@ std::string ClientHello::Encode() const {
   w.u8(static_cast<uint8_t>(transport));
   PutEndpoints(w, endpoints);
   w.u8(has_proof ? 1 : 0);
-  if (has_proof) w.bytes(proof.data(), proof.size());
   return w.data();
+}
+
+std::string ClientHello::Encode() const {
+  std::string data = EncodeUnproven();
+  if (error.empty() && has_proof) data.append(reinterpret_cast<const char*>(proof.data()), proof.size());
+  return data;
 }
 
 ClientHello ClientHello::Decode(const std::string& data, const std::string& peer) {
@@ -150,7 +160,7 @@ ClientHello ClientHello::Decode(const std::string& data, const std::string& peer
   return hello;
 }
 
-std::string ServerHello::Encode() const {
+std::string ServerHello::EncodeUnproven() const {
   WireWriter w;
   PutHeader(w, HandshakeMessage::kServerHello);
   w.str(error);
@@ -165,7 +175,14 @@ std::string ServerHello::Encode() const {
   w.str(exported);
   w.u16(session.slot);
   w.u16(session.incarnation);
+  w.u8(has_proof ? 1 : 0);
   return w.data();
+}
+
+std::string ServerHello::Encode() const {
+  std::string data = EncodeUnproven();
+  if (error.empty() && has_proof) data.append(reinterpret_cast<const char*>(proof.data()), proof.size());
+  return data;
 }
 
 ServerHello ServerHello::Decode(const std::string& data, const std::string& peer) {
@@ -201,8 +218,16 @@ ServerHello ServerHello::Decode(const std::string& data, const std::string& peer
                 std::to_string(hello.session.incarnation) + " (expected slot 1.." + std::to_string(kMaxSessions - 1) +
                 ")");
   }
+  hello.has_proof = GetFlag(r, what, "proof");
+  if (hello.has_proof) r.bytes(hello.proof.data(), hello.proof.size());
   r.finish();
   return hello;
+}
+
+std::string Unproven(const std::string& frame, bool has_proof) {
+  if (!has_proof) return frame;
+  if (frame.size() < kProofBytes) throw Error("a handshake message shorter than its proof");
+  return frame.substr(0, frame.size() - kProofBytes);
 }
 
 }  // namespace smart

@@ -2,13 +2,17 @@
 // TCP, in four messages and a readiness exchange:
 //   client -> blade  AuthHello      a random nonce; whether the client has a key
 //   blade -> client  AuthChallenge  the blade's nonce and, with a key, its proof
-//   client -> blade  ClientHello    the client's proof and queue pair endpoints
+//   client -> blade  ClientHello    queue pair endpoints and the client's proof
 //   blade -> client  ServerHello    memory regions, endpoints, transport details
+//                                   and, with a key, the blade's proof
 // then both confirm readiness; the TCP connection stays open so that either
 // side learns at once when the other goes away. A blade with a key checks the
 // client's proof before it creates anything or reveals any address, rkey or
-// memory handle; a client with a key checks the blade's proof before it sends
-// its endpoints (smart/resource/auth.h).
+// memory handle; a client with a key checks the blade's first proof before it
+// sends its endpoints, and its second before it uses anything the
+// ServerHello says. Each proof covers the transcript up to it: every earlier
+// message and its own message but the proof (smart/resource/auth.h), so a
+// relay cannot pass a proof on with other endpoints or other regions.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +26,7 @@
 namespace smart {
 
 constexpr uint32_t kHandshakeMagic = 0x54524d53;  // "SMRT"
-constexpr uint16_t kHandshakeVersion = 3;
+constexpr uint16_t kHandshakeVersion = 4;
 // Frame limits: nothing before a proven key may make the other side
 // buffer more than a small message.
 constexpr uint32_t kMaxAuthFrame = 8192;
@@ -47,8 +51,9 @@ struct AuthChallenge {
   std::string error;  // non-empty: the memory blade refused the client
   bool has_key = false;
   Nonce nonce{};
-  Proof proof{};  // with has_key: the blade's proof over both nonces
+  Proof proof{};  // with has_key: the blade's proof (AuthRole::kBlade)
 
+  std::string EncodeUnproven() const;  // all but the proof, which comes last
   std::string Encode() const;
   static AuthChallenge Decode(const std::string& data, const std::string& peer);
 };
@@ -58,8 +63,9 @@ struct ClientHello {
   TransportKind transport = TransportKind::kShm;
   std::vector<QueuePairEndpoint> endpoints;
   bool has_proof = false;
-  Proof proof{};  // the client's proof over both nonces
+  Proof proof{};  // the client's proof (AuthRole::kClient)
 
+  std::string EncodeUnproven() const;  // all but the proof, which comes last
   std::string Encode() const;
   static ClientHello Decode(const std::string& data, const std::string& peer);
 };
@@ -70,9 +76,17 @@ struct ServerHello {
   std::vector<QueuePairEndpoint> endpoints;
   std::string exported;  // Device::export_regions output
   SessionId session;     // the client's slot in the blade's session table
+  bool has_proof = false;
+  Proof proof{};  // a blade with a key: its proof (AuthRole::kBladeHello)
 
+  std::string EncodeUnproven() const;  // all but the proof, which comes last
   std::string Encode() const;
   static ServerHello Decode(const std::string& data, const std::string& peer);
 };
+
+// What a received message's proof covers: the frame without its last
+// kProofBytes when it carries one (a decoded message is whole, so a proof
+// is there to strip), the whole frame otherwise.
+std::string Unproven(const std::string& frame, bool has_proof);
 
 }  // namespace smart

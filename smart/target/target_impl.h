@@ -17,6 +17,7 @@
 #include "smart/resource/net.h"
 #include "smart/target.h"
 #include "smart/transport.h"
+#include "smart/util/peer_text.h"
 
 namespace smart {
 
@@ -65,6 +66,12 @@ struct Target::Impl {
     Deadline until;
   };
   std::vector<Refused> refused;
+  // Lines about refused or failed peers, each kind at most once a second: a
+  // flood of bad handshakes must not flood the log.
+  LogRateLimit refused_log;    // refused at accept
+  LogRateLimit refusals_log;   // refused during the handshake
+  LogRateLimit gave_up_log;    // clients that gave up
+  LogRateLimit failures_log;   // handshakes that failed
   // accept() failing for want of descriptors or memory (EMFILE, ENFILE,
   // ENOBUFS, ENOMEM): the listener stops polling the socket for a while
   // instead of spinning on it, and says so once per episode.

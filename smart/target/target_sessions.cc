@@ -13,7 +13,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <system_error>
 
+#include "smart/fault_injection.h"
 #include "smart/logging.h"
 #include "smart/resource/handshake.h"
 #include "smart/status.h"
@@ -188,23 +190,31 @@ void Target::Impl::accept_one() {
   handshakes_running.fetch_add(1);
   auto state = std::make_shared<HandshakeState>();
   state->fd = fd;
-  handshakes.push_back(Handshake{std::thread([this, fd, s = state.get()] {
-                                   handshake(fd, s);
-                                   handshakes_running.fetch_sub(1);
-                                   s->done.store(true);
-                                   wake();
-                                 }),
-                                 state});
+  handshakes.push_back(Handshake{std::thread(), state});
+  try {
+    FaultPoint("blade.handshake.thread");
+    handshakes.back().thread = std::thread([this, fd, s = state.get()] {
+      handshake(fd, s);
+      handshakes_running.fetch_sub(1);
+      s->done.store(true);
+      wake();
+    });
+  } catch (const std::system_error& e) {
+    // No thread (EAGAIN: the process or the system is at its thread limit):
+    // this client is refused, the blade serves on.
+    handshakes.pop_back();
+    handshakes_running.fetch_sub(1);
+    refuse(fd, PeerName(fd),
+           std::string("the memory blade cannot start a handshake now (") + e.what() + "); try again later");
+  }
 }
 
 void Target::Impl::refuse(int fd, const std::string& peer, const std::string& reason) {
-  static std::atomic<uint64_t> refusals{0};
-  // One line for the first refusal and then one per thousand, not one per
-  // connection of a flood.
-  const uint64_t count = refusals.fetch_add(1);
-  if (count % 1000 == 0) {
-    SMART_WARN("memory blade: refused connection from %s: %s (%llu refused so far)", peer.c_str(), reason.c_str(),
-               static_cast<unsigned long long>(count + 1));
+  // At most a line a second, not one per connection of a flood.
+  uint64_t suppressed = 0;
+  if (refused_log.allow(&suppressed)) {
+    SMART_WARN("memory blade: refused connection from %s: %s%s", peer.c_str(), reason.c_str(),
+               LogRateLimit::Suppressed(suppressed).c_str());
   }
   AuthChallenge answer;
   answer.error = reason;
@@ -252,7 +262,11 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
   // Which answer the client waits for, should the handshake fail.
   enum class Stage { kChallenge, kServerHello, kDone } stage = Stage::kChallenge;
   auto refuse_client = [&](const std::string& reason, bool log = true) {
-    if (log) SMART_WARN("memory blade: refused client %s: %s", peer.c_str(), reason.c_str());
+    uint64_t suppressed = 0;
+    if (log && refusals_log.allow(&suppressed)) {
+      SMART_WARN("memory blade: refused client %s: %s%s", peer.c_str(), reason.c_str(),
+                 LogRateLimit::Suppressed(suppressed).c_str());
+    }
     if (stage == Stage::kChallenge) {
       AuthChallenge answer;
       answer.error = reason;
@@ -266,7 +280,11 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
   };
   auto run = [&] {
     SetSocketTimeouts(fd, smart_config.connect_timeout_ms);
-    const AuthHello auth_hello = AuthHello::Decode(RecvFrame(fd, peer, kMaxAuthFrame, deadline), peer);
+    // Every message so far, for the proofs (smart/resource/auth.h).
+    Transcript transcript;
+    const std::string auth_frame = RecvFrame(fd, peer, kMaxAuthFrame, deadline);
+    const AuthHello auth_hello = AuthHello::Decode(auth_frame, peer);
+    transcript.add(auth_frame);
     if (key && !auth_hello.has_key) {
       refuse_client("the memory blade requires a key and the client has none: set \"auth\": {\"key_file\": ...} "
                     "in the client's smart_config.json to a copy of the memory blade's key file");
@@ -275,19 +293,28 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
     AuthChallenge challenge;
     challenge.nonce = RandomNonce();
     challenge.has_key = key.has_value();
-    if (key) challenge.proof = key->prove(AuthRole::kBlade, auth_hello.nonce, challenge.nonce);
+    transcript.add(challenge.EncodeUnproven());
+    if (key) challenge.proof = key->prove(AuthRole::kBlade, transcript);
     SendFrame(fd, challenge.Encode(), peer);
     stage = Stage::kServerHello;
 
-    const ClientHello hello = ClientHello::Decode(RecvFrame(fd, peer, kMaxHelloFrame, deadline), peer);
+    const std::string hello_frame = RecvFrame(fd, peer, kMaxHelloFrame, deadline);
+    const ClientHello hello = ClientHello::Decode(hello_frame, peer);
+    transcript.add(Unproven(hello_frame, hello.error.empty() && hello.has_proof));
     if (!hello.error.empty()) {
-      SMART_WARN("memory blade: client %s gave up the handshake: %s", peer.c_str(), hello.error.c_str());
+      // The client's own words, unproven: escaped and cut short.
+      uint64_t suppressed = 0;
+      if (gave_up_log.allow(&suppressed)) {
+        SMART_WARN("memory blade: client %s gave up the handshake: %s%s", peer.c_str(), PeerText(hello.error).c_str(),
+                   LogRateLimit::Suppressed(suppressed).c_str());
+      }
       stage = Stage::kDone;
     } else if (key && !hello.has_proof) {
       refuse_client("authentication failed: the client sent no proof of the key");
-    } else if (key && !key->verify(AuthRole::kClient, auth_hello.nonce, challenge.nonce, hello.proof)) {
-      refuse_client("authentication failed: the client's proof does not match the memory blade's key (the two "
-                    "sides' auth.key_file hold different keys)");
+    } else if (key && !key->verify(AuthRole::kClient, transcript, hello.proof)) {
+      refuse_client("authentication failed: the client's proof does not match the memory blade's key and this "
+                    "handshake (the two sides' auth.key_file hold different keys, or messages were altered in "
+                    "transit)");
     } else if (hello.transport != device->kind()) {
       refuse_client(std::string("the memory blade uses the ") + TransportKindName(device->kind()) +
                     " transport and the client " + TransportKindName(hello.transport) +
@@ -314,6 +341,10 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
     reply.exported = device->export_regions({pool.get()});
     session->slot = open_session_slot(&reply.session);
     if (session->slot == 0) throw Error("no free session slot (" + std::to_string(kMaxSessions - 1) + " sessions)");
+    // The client checks this proof before it uses anything the reply says.
+    reply.has_proof = key.has_value();
+    transcript.add(reply.EncodeUnproven());
+    if (key) reply.proof = key->prove(AuthRole::kBladeHello, transcript);
     SendFrame(fd, reply.Encode(), peer);
     stage = Stage::kDone;
     const char ready = RecvByte(fd, peer, deadline);
@@ -333,7 +364,11 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
   try {
     run();
   } catch (const std::exception& e) {
-    SMART_WARN("memory blade: handshake with %s failed: %s", peer.c_str(), e.what());
+    uint64_t suppressed = 0;
+    if (failures_log.allow(&suppressed)) {
+      SMART_WARN("memory blade: handshake with %s failed: %s%s", peer.c_str(), e.what(),
+                 LogRateLimit::Suppressed(suppressed).c_str());
+    }
     // Tell the client why, in the answer it waits for; best effort.
     try {
       refuse_client(std::string("the memory blade could not complete the handshake: ") + e.what(), false);

@@ -88,8 +88,10 @@ void Server(const std::string& bytes) {
       FuzzCheck(!r.valid || r.addr + r.length >= r.addr, "a region decoded that wraps the address space");
     }
   }
+  FuzzCheck(hello.has_proof || Zero(hello.proof), "a server hello without a proof flag decoded a proof");
   const smart::ServerHello again = smart::ServerHello::Decode(hello.Encode(), "re-encoded server hello");
-  FuzzCheck(again.error == hello.error && again.exported == hello.exported &&
+  FuzzCheck(again.error == hello.error && again.exported == hello.exported && again.has_proof == hello.has_proof &&
+                again.proof == hello.proof &&
                 again.session.slot == hello.session.slot && again.session.incarnation == hello.session.incarnation &&
                 SameEndpoints(again.endpoints, hello.endpoints),
             "a server hello does not survive encode and decode");

@@ -61,6 +61,8 @@ void Handshake() {
   server.exported = "shm:/smart-pool-1234";
   server.session.slot = 3;
   server.session.incarnation = 9;
+  server.has_proof = true;
+  for (size_t i = 0; i < server.proof.size(); ++i) server.proof[i] = static_cast<uint8_t>(0xb0 + i);
   Write("handshake", "server", server.Encode());
   smart::ServerHello::Decode(server.Encode(), "seed");
   smart::ServerHello refused;

@@ -8,9 +8,12 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <atomic>
 #include <memory>
+#include <system_error>
 #include <thread>
 
+#include "smart/fault_injection.h"
 #include "smart/initiator.h"
 #include "smart/resource/auth.h"
 #include "smart/resource/handshake.h"
@@ -107,16 +110,26 @@ class RawClient {
   std::string received_;
 };
 
-ClientHello HelloWithProof(const SessionKey* key, const Nonce& client_nonce, const Nonce& server_nonce) {
+// A client hello, proven with `key` over `transcript` (which it joins).
+ClientHello HelloWithProof(const SessionKey* key, Transcript transcript) {
   ClientHello hello;
   hello.transport = TransportKind::kShm;
   hello.endpoints.resize(1);
   hello.endpoints[0].qp_num = 1;
   if (key != nullptr) {
     hello.has_proof = true;
-    hello.proof = key->prove(AuthRole::kClient, client_nonce, server_nonce);
+    transcript.add(hello.EncodeUnproven());
+    hello.proof = key->prove(AuthRole::kClient, transcript);
   }
   return hello;
+}
+
+// The transcript of an auth hello and the challenge that answered it.
+Transcript Opening(const AuthHello& hello, const AuthChallenge& challenge) {
+  Transcript transcript;
+  transcript.add(hello.Encode());
+  transcript.add(challenge.EncodeUnproven());
+  return transcript;
 }
 
 bool Contains(const std::string& haystack, const void* needle, size_t n) {
@@ -137,9 +150,9 @@ class AuthenticatedBlade : public ::testing::Test {
     client.send_frame(hello.Encode());
     const AuthChallenge challenge = AuthChallenge::Decode(client.recv_frame(), "blade");
     ASSERT_TRUE(challenge.error.empty()) << challenge.error;
-    ASSERT_TRUE(key_->verify(AuthRole::kBlade, hello.nonce, challenge.nonce, challenge.proof));
+    ASSERT_TRUE(key_->verify(AuthRole::kBlade, Opening(hello, challenge), challenge.proof));
     recorded_nonce_ = hello.nonce;
-    recorded_hello_ = HelloWithProof(&*key_, hello.nonce, challenge.nonce).Encode();
+    recorded_hello_ = HelloWithProof(&*key_, Opening(hello, challenge)).Encode();
     client.send_frame(recorded_hello_);
     const ServerHello reply = ServerHello::Decode(client.recv_frame(), "blade");
     ASSERT_TRUE(reply.error.empty()) << reply.error;
@@ -222,7 +235,7 @@ TEST_F(AuthenticatedBlade, TheBladesOwnProofReflectedBackFails) {
   hello.nonce = RandomNonce();
   client.send_frame(hello.Encode());
   const AuthChallenge challenge = AuthChallenge::Decode(client.recv_frame(), "blade");
-  ClientHello reflected = HelloWithProof(nullptr, hello.nonce, challenge.nonce);
+  ClientHello reflected = HelloWithProof(nullptr, Opening(hello, challenge));
   reflected.has_proof = true;
   reflected.proof = challenge.proof;
   client.send_frame(reflected.Encode());
@@ -237,8 +250,8 @@ TEST_F(AuthenticatedBlade, AHelloWithoutProofIsRefused) {
   hello.has_key = true;
   hello.nonce = RandomNonce();
   client.send_frame(hello.Encode());
-  AuthChallenge::Decode(client.recv_frame(), "blade");
-  client.send_frame(HelloWithProof(nullptr, hello.nonce, hello.nonce).Encode());
+  const AuthChallenge challenge = AuthChallenge::Decode(client.recv_frame(), "blade");
+  client.send_frame(HelloWithProof(nullptr, Opening(hello, challenge)).Encode());
   const ServerHello reply = ServerHello::Decode(client.recv_frame(), "blade");
   EXPECT_NE(reply.error.find("no proof"), std::string::npos) << reply.error;
   ExpectNothingRevealed(client.drain());
@@ -308,16 +321,41 @@ TEST(Authentication, WithoutKeysOnLoopbackClientsConnect) {
   EXPECT_NE(initiator.session(0).slot, 0);
 }
 
-TEST(Authentication, ProofsDependOnRoleNoncesAndKey) {
+TEST(Authentication, ProofsDependOnRoleTranscriptAndKey) {
   const SessionKey a = SessionKey::FromBytes(kKeyA, "a");
   const SessionKey b = SessionKey::FromBytes(kKeyB, "b");
   const Nonce n1 = RandomNonce(), n2 = RandomNonce();
-  const Proof p = a.prove(AuthRole::kClient, n1, n2);
-  EXPECT_TRUE(a.verify(AuthRole::kClient, n1, n2, p));
-  EXPECT_FALSE(a.verify(AuthRole::kBlade, n1, n2, p));
-  EXPECT_FALSE(a.verify(AuthRole::kClient, n2, n1, p));
-  EXPECT_FALSE(b.verify(AuthRole::kClient, n1, n2, p));
+  const std::string m1(n1.begin(), n1.end()), m2(n2.begin(), n2.end());
+  Transcript t;
+  t.add(m1);
+  t.add(m2);
+  const Proof p = a.prove(AuthRole::kClient, t);
+  EXPECT_TRUE(a.verify(AuthRole::kClient, t, p));
+  EXPECT_FALSE(a.verify(AuthRole::kBlade, t, p));
+  EXPECT_FALSE(a.verify(AuthRole::kBladeHello, t, p));
+  EXPECT_FALSE(b.verify(AuthRole::kClient, t, p));
+  Transcript swapped, joined, longer = t;
+  swapped.add(m2);
+  swapped.add(m1);
+  joined.add(m1 + m2);  // the same bytes, split otherwise
+  longer.add("");
+  EXPECT_FALSE(a.verify(AuthRole::kClient, swapped, p));
+  EXPECT_FALSE(a.verify(AuthRole::kClient, joined, p));
+  EXPECT_FALSE(a.verify(AuthRole::kClient, longer, p));
   EXPECT_NE(RandomNonce(), RandomNonce());
+}
+
+TEST(Authentication, AKeyMovedAwayLeavesNoKeyBehind) {
+  Transcript t;
+  t.add("message");
+  SessionKey original = SessionKey::FromBytes(kKeyA, "a");
+  const SessionKey copy = original;
+  const Proof p = original.prove(AuthRole::kClient, t);
+  EXPECT_TRUE(copy.verify(AuthRole::kClient, t, p));
+  const SessionKey moved = std::move(original);
+  EXPECT_TRUE(moved.verify(AuthRole::kClient, t, p));
+  // The moved-from key's bytes are wiped: it proves with an all-zero key now.
+  EXPECT_FALSE(original.verify(AuthRole::kClient, t, p));  // NOLINT(bugprone-use-after-move)
 }
 
 TEST(Authentication, KeyFileErrorsNameTheFile) {
@@ -396,7 +434,26 @@ TEST(HandshakeLimits, MaxClientsCountsHandshakesInProgress) {
   WaitForHandshakes(*blade, 0);
   Initiator initiator(testing::TestConfig());
   initiator.connect(0, "127.0.0.1", blade->port(), 1);
+  // The blade confirms readiness, then enters the session in its table.
+  for (int i = 0; i < 3000 && blade->connected_clients() != 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   EXPECT_EQ(blade->connected_clients(), 1);
+}
+
+TEST(HandshakeLimits, ABladeThatCannotStartAHandshakeRefusesTheClientAndServesOn) {
+  auto blade = StartBlade(testing::TestConfig());
+  std::atomic<int> starts{0};
+  SetFaultPointHook("blade.handshake.thread", [&starts] {
+    if (starts.fetch_add(1) == 0) throw std::system_error(EAGAIN, std::generic_category(), "no thread");
+  });
+  const std::string error = ConnectError(testing::TestConfig(), blade->port());
+  EXPECT_NE(error.find("cannot start a handshake now"), std::string::npos) << error;
+  EXPECT_EQ(blade->handshakes_in_progress(), 0);
+  Initiator initiator(testing::TestConfig());
+  initiator.connect(0, "127.0.0.1", blade->port(), 1);
+  EXPECT_NE(initiator.session(0).slot, 0);
+  SetFaultPointHook("blade.handshake.thread", {});
 }
 
 TEST(HandshakeLimits, ASilentPeerIsDroppedAfterConnectTimeout) {

@@ -1,4 +1,7 @@
 #include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -533,6 +536,39 @@ TEST_F(ShmTransportTest, ImportedMappingSeesTheSameMemory) {
   uint64_t seen;
   memcpy(&seen, pool_bytes() + 8192, 8);
   EXPECT_EQ(seen, value);
+}
+
+// The memfd socket goes into $XDG_RUNTIME_DIR only when that directory is
+// this user's and writable by no one else; otherwise into /tmp.
+TEST(ShmSocketDirectory, XdgRuntimeDirOnlyWhenItIsThisUsersAlone) {
+  char name[] = "/tmp/smart-xdg-test.XXXXXX";
+  const std::string dir = mkdtemp(name);
+  const char* saved = getenv("XDG_RUNTIME_DIR");
+  const std::string saved_value = saved != nullptr ? saved : "";
+  setenv("XDG_RUNTIME_DIR", dir.c_str(), 1);
+  auto socket_path = [] {
+    auto device = OpenShmDevice(testing::TestConfig());
+    auto pool = device->allocate_shared_region(1 << 20);
+    const std::string exported = device->export_regions({pool.get()});
+    return exported.substr(0, exported.find('\0'));
+  };
+  chmod(dir.c_str(), 0700);
+  EXPECT_EQ(socket_path().rfind(dir + "/smart-shm.", 0), 0u);
+  for (mode_t mode : {0777, 0770, 0720, 0702}) {
+    chmod(dir.c_str(), mode);
+    EXPECT_EQ(socket_path().rfind("/tmp/smart-shm.", 0), 0u) << std::oct << mode;
+  }
+  if (geteuid() == 0) {  // another user's directory, though root may write to it
+    chmod(dir.c_str(), 0700);
+    ASSERT_EQ(chown(dir.c_str(), 65534, 65534), 0);
+    EXPECT_EQ(socket_path().rfind("/tmp/smart-shm.", 0), 0u);
+  }
+  if (saved != nullptr) {
+    setenv("XDG_RUNTIME_DIR", saved_value.c_str(), 1);
+  } else {
+    unsetenv("XDG_RUNTIME_DIR");
+  }
+  [[maybe_unused]] int rc = system(("rm -rf " + dir).c_str());
 }
 
 }  // namespace

@@ -81,13 +81,22 @@ sockaddr_un PathAddress(const std::string& path, socklen_t* len) {
   return addr;
 }
 
-// A new private directory for the memfd socket: $XDG_RUNTIME_DIR (the
-// user's own) when it is set and no other user needs to reach it, else /tmp.
+// True for a directory this process's user owns and may write to, and no
+// one else may write to (no group or other write bit).
+bool PrivateDirectory(const char* path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 022) == 0 &&
+         access(path, W_OK) == 0;
+}
+
+// A new private directory for the memfd socket: $XDG_RUNTIME_DIR when it is
+// set, is the user's own and no one else's (a variable pointing elsewhere,
+// at a directory another user owns or may write to, is not trusted), and no
+// other user needs to reach the socket; else a mkdtemp directory in /tmp.
 std::string MakeSocketDirectory(bool shared) {
   const char* runtime = getenv("XDG_RUNTIME_DIR");
-  std::string base = runtime != nullptr && runtime[0] == '/' && !shared ? runtime : "/tmp";
-  struct stat st;
-  if (stat(base.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || access(base.c_str(), W_OK) != 0) base = "/tmp";
+  const bool use_runtime = runtime != nullptr && runtime[0] == '/' && !shared && PrivateDirectory(runtime);
+  const std::string base = use_runtime ? runtime : "/tmp";
   std::string dir = base + "/smart-shm.XXXXXX";
   if (mkdtemp(dir.data()) == nullptr) throw Error(Errno(("shm transport: creating a directory in " + base).c_str()));
   return dir;

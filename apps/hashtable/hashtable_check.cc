@@ -14,7 +14,7 @@
 #include <mutex>
 
 #include "hash_table.h"
-#include "history.h"
+#include "op_history.h"
 #include "layout.h"
 #include "writer_log.h"
 #include "smart/bench.h"

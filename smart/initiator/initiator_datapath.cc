@@ -421,14 +421,20 @@ SMART_HOT_INLINE void Initiator::Impl::handle_completion(ThreadState* ts, const 
   }
   Lane& lane = ts->lanes[node];
   if (__builtin_expect(wc.status != IBV_WC_SUCCESS, 0)) handle_failed_completion(ts, lane, wc, task);
-  lane.acked.store(lane.acked.load(std::memory_order_relaxed) + count, std::memory_order_relaxed);
   if (shared_qps) {
+    // Other threads polling the shared queue pair's completion queue credit
+    // this thread's counters at the same time (handle_foreign_completion):
+    // every update is atomic, or one of theirs could be lost and a task
+    // would wait for an acknowledgement that never comes.
+    lane.acked.fetch_add(count, std::memory_order_relaxed);
     ts->inflight.fetch_sub(static_cast<int>(count), std::memory_order_relaxed);
+    ts->completed.fetch_add(count, std::memory_order_relaxed);
   } else {
+    lane.acked.store(lane.acked.load(std::memory_order_relaxed) + count, std::memory_order_relaxed);
     ts->inflight.store(ts->inflight.load(std::memory_order_relaxed) - static_cast<int>(count),
                        std::memory_order_relaxed);
+    ts->completed.store(ts->completed.load(std::memory_order_relaxed) + count, std::memory_order_relaxed);
   }
-  ts->completed.store(ts->completed.load(std::memory_order_relaxed) + count, std::memory_order_relaxed);
   if (count != 0 && task != 0) {
     TaskContext* t = ts->tasks[task].get();
     if (t != nullptr && t->waiting && Satisfied(ts, t)) task_hooks::Notify(task);

@@ -1,6 +1,6 @@
 package main
 
-// Reading the histories that clients record (apps/hashtable/history.h):
+// Reading the histories that clients record (apps/hashtable/op_history.h):
 // one record per line,
 //
 //	client seq key kind input output call_ns return_ns

@@ -1,5 +1,5 @@
 // linearizability: checks that the histories clients of the hash table
-// recorded (apps/hashtable/history.h, one file per client process) are
+// recorded (apps/hashtable/op_history.h, one file per client process) are
 // linearizable, with Porcupine and a model of the table's operations on one
 // key (model.go), key by key.
 //

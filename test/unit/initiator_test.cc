@@ -197,6 +197,34 @@ TEST_F(InitiatorTest, ThreadsBeyondTheQueuePairsAreToldWhy) {
   EXPECT_NE(other.message().find("qp_sharing"), std::string::npos) << other.ToString();
 }
 
+// Four threads of eight tasks share one queue pair (experimental.qp_sharing):
+// each thread polls the shared completion queue and credits the others'
+// completions to them while they credit their own. Every task's requests
+// must be acknowledged (a credit lost to a race leaves a task waiting
+// forever: ctest's timeout then fails the test) and the counter is exact.
+TEST_F(InitiatorTest, ThreadsSharingAQueuePairSeeEveryCompletion) {
+  SmartConfig shared = config_;
+  shared.experimental.qp_sharing = true;
+  Initiator narrow(shared);
+  narrow.connect(0, blade_->host(), blade_->port(), 1);
+  GlobalAddress counter;
+  ASSERT_TRUE(narrow.alloc_memory(0, 8, &counter).ok());
+  constexpr int kThreads = 4, kTasks = 8, kAdds = 3000;
+  RunThreads(kThreads, false, [&](int) {
+    TaskPool pool;
+    for (int t = 0; t < kTasks; ++t) {
+      auto* result = static_cast<uint64_t*>(narrow.alloc_cache(8));
+      pool.spawn([&, result] {
+        for (int i = 0; i < kAdds; ++i) ASSERT_TRUE(narrow.fetch_and_add(result, counter, 1).ok());
+      });
+    }
+    pool.run();
+  });
+  auto* value = static_cast<uint64_t*>(narrow.alloc_cache(8));
+  ASSERT_TRUE(narrow.read(value, counter, 8).ok());
+  EXPECT_EQ(*value, uint64_t{kThreads} * kTasks * kAdds);
+}
+
 TEST_F(InitiatorTest, ThreadsReleaseTheirQueuePairsWhenTheyExit) {
   Initiator narrow(config_);
   narrow.connect(0, blade_->host(), blade_->port(), 1);

@@ -1,4 +1,4 @@
-#include "history.h"
+#include "op_history.h"
 
 #include <fcntl.h>
 #include <unistd.h>

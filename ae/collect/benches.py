@@ -8,6 +8,11 @@ collector starts with a header line of these names.
 import re
 
 # name -> description of one bench
+# The transaction benches' CSV line (SmallBank and TATP print the same fields).
+DTX_COLUMNS = ["prefix", "threads", "coroutines", "attempted_mtxn_s", "committed_mtxn_s",
+               "p50_us", "p99_us", "abort_rate", "rdma_ops_per_txn", "rdma_mops",
+               "conflict_aborts", "logical_aborts", "failed"]
+
 BENCHES = {
     "test_rdma": {
         "client": "test_rdma",
@@ -41,9 +46,7 @@ BENCHES = {
     "smallbank": {
         "client": "smallbank_bench",
         "server": "smallbank_backend",
-        "columns": ["prefix", "threads", "coroutines", "attempted_mtxn_s", "committed_mtxn_s",
-                    "p50_us", "p99_us", "abort_rate", "rdma_ops_per_txn", "rdma_mops",
-                    "conflict_aborts", "logical_aborts", "failed"],
+        "columns": DTX_COLUMNS,
         "throughput": "committed_mtxn_s",
         "result": re.compile(r"^dtx-smallbank: #thread = \d+, .*committed txn = [0-9.]+ M/s", re.M),
         "failed_column": "failed",
@@ -51,9 +54,7 @@ BENCHES = {
     "tatp": {
         "client": "tatp_bench",
         "server": "tatp_backend",
-        "columns": ["prefix", "threads", "coroutines", "attempted_mtxn_s", "committed_mtxn_s",
-                    "p50_us", "p99_us", "abort_rate", "rdma_ops_per_txn", "rdma_mops",
-                    "conflict_aborts", "logical_aborts", "failed"],
+        "columns": DTX_COLUMNS,
         "throughput": "committed_mtxn_s",
         "result": re.compile(r"^dtx-tatp: #thread = \d+, .*committed txn = [0-9.]+ M/s", re.M),
         "failed_column": "failed",

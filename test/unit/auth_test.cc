@@ -124,6 +124,20 @@ ClientHello HelloWithProof(const SessionKey* key, Transcript transcript) {
   return hello;
 }
 
+// An auth hello that says the client holds a key, with `nonce`.
+AuthHello KeyedHello(const Nonce& nonce) {
+  AuthHello hello;
+  hello.has_key = true;
+  hello.nonce = nonce;
+  return hello;
+}
+
+// Sends `hello` and reads the blade's challenge.
+AuthChallenge SendAuthHello(RawClient& client, const AuthHello& hello) {
+  client.send_frame(hello.Encode());
+  return AuthChallenge::Decode(client.recv_frame(), "blade");
+}
+
 // The transcript of an auth hello and the challenge that answered it.
 Transcript Opening(const AuthHello& hello, const AuthChallenge& challenge) {
   Transcript transcript;
@@ -144,11 +158,8 @@ class AuthenticatedBlade : public ::testing::Test {
     key_.emplace(SessionKey::FromBytes(kKeyA, "test key"));
     // What a successful handshake reveals, to look for in failed ones.
     RawClient client(blade_->port());
-    AuthHello hello;
-    hello.has_key = true;
-    hello.nonce = RandomNonce();
-    client.send_frame(hello.Encode());
-    const AuthChallenge challenge = AuthChallenge::Decode(client.recv_frame(), "blade");
+    const AuthHello hello = KeyedHello(RandomNonce());
+    const AuthChallenge challenge = SendAuthHello(client, hello);
     ASSERT_TRUE(challenge.error.empty()) << challenge.error;
     ASSERT_TRUE(key_->verify(AuthRole::kBlade, Opening(hello, challenge), challenge.proof));
     recorded_nonce_ = hello.nonce;
@@ -216,11 +227,8 @@ TEST_F(AuthenticatedBlade, AClientWithoutAKeyIsRefused) {
 
 TEST_F(AuthenticatedBlade, AReplayedProofFailsAgainstAFreshNonce) {
   RawClient client(blade_->port());
-  AuthHello hello;
-  hello.has_key = true;
-  hello.nonce = recorded_nonce_;  // the recorded session's nonce, too
-  client.send_frame(hello.Encode());
-  const AuthChallenge challenge = AuthChallenge::Decode(client.recv_frame(), "blade");
+  const AuthHello hello = KeyedHello(recorded_nonce_);  // the recorded session's nonce, too
+  const AuthChallenge challenge = SendAuthHello(client, hello);
   ASSERT_TRUE(challenge.error.empty());
   client.send_frame(recorded_hello_);
   const ServerHello reply = ServerHello::Decode(client.recv_frame(), "blade");
@@ -230,11 +238,8 @@ TEST_F(AuthenticatedBlade, AReplayedProofFailsAgainstAFreshNonce) {
 
 TEST_F(AuthenticatedBlade, TheBladesOwnProofReflectedBackFails) {
   RawClient client(blade_->port());
-  AuthHello hello;
-  hello.has_key = true;
-  hello.nonce = RandomNonce();
-  client.send_frame(hello.Encode());
-  const AuthChallenge challenge = AuthChallenge::Decode(client.recv_frame(), "blade");
+  const AuthHello hello = KeyedHello(RandomNonce());
+  const AuthChallenge challenge = SendAuthHello(client, hello);
   ClientHello reflected = HelloWithProof(nullptr, Opening(hello, challenge));
   reflected.has_proof = true;
   reflected.proof = challenge.proof;
@@ -246,11 +251,8 @@ TEST_F(AuthenticatedBlade, TheBladesOwnProofReflectedBackFails) {
 
 TEST_F(AuthenticatedBlade, AHelloWithoutProofIsRefused) {
   RawClient client(blade_->port());
-  AuthHello hello;
-  hello.has_key = true;
-  hello.nonce = RandomNonce();
-  client.send_frame(hello.Encode());
-  const AuthChallenge challenge = AuthChallenge::Decode(client.recv_frame(), "blade");
+  const AuthHello hello = KeyedHello(RandomNonce());
+  const AuthChallenge challenge = SendAuthHello(client, hello);
   client.send_frame(HelloWithProof(nullptr, Opening(hello, challenge)).Encode());
   const ServerHello reply = ServerHello::Decode(client.recv_frame(), "blade");
   EXPECT_NE(reply.error.find("no proof"), std::string::npos) << reply.error;
@@ -292,11 +294,7 @@ TEST_F(AuthenticatedBlade, AnOversizedMessageIsRefusedUnread) {
 
 TEST_F(AuthenticatedBlade, AnOversizedHelloAfterTheChallengeIsRefused) {
   RawClient client(blade_->port());
-  AuthHello hello;
-  hello.has_key = true;
-  hello.nonce = RandomNonce();
-  client.send_frame(hello.Encode());
-  AuthChallenge::Decode(client.recv_frame(), "blade");
+  SendAuthHello(client, KeyedHello(RandomNonce()));
   WireWriter header;
   header.u32(kMaxHelloFrame + 1);
   client.send_bytes(header.data());

@@ -2,12 +2,21 @@
 //
 //   test_rdma                      serve as a memory blade (test_rdma.json: port, memory_size)
 //   test_rdma NR_THREAD DEPTH      client: NR_THREAD threads, DEPTH requests in flight each
+//   test_rdma_dyn NR_THREAD DEPTH [INTERVAL_MS]
+//                                  the same client under a fluctuating load
+//                                  (upstream's test_rdma_dyn, the paper's
+//                                  Table 1): every INTERVAL_MS (default 1000)
+//                                  the active thread count is drawn again
+//                                  (also test_rdma --fluctuate MS)
 //
 // With no server in test_rdma.json (or --local) the client starts a memory
 // blade inside the process on the shm transport.
 #include <CLI/CLI.hpp>
 #include <cinttypes>
 #include <cstdio>
+#include <array>
+#include <chrono>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -45,13 +54,38 @@ int ServeMemoryBlade(const SmartConfig& smart_config, const TestRdmaConfig& conf
   return 0;
 }
 
+// The fluctuating load of test_rdma_dyn: every interval, x is drawn from
+// U[lo, hi] and only threads with index < x issue requests. Upstream draws
+// x in [36, 95] for 96 threads from mt19937(0); the range scales with the
+// thread count, and the sequence is the same in every thread.
+class Fluctuation {
+ public:
+  Fluctuation(int threads, double interval_ms) : interval_ns_(static_cast<uint64_t>(interval_ms * 1e6)) {
+    const int lo = std::max(1, static_cast<int>(std::lround(threads * 36.0 / 96.0)));
+    const int hi = std::max(lo, static_cast<int>(std::lround(threads * 95.0 / 96.0)));
+    std::mt19937 rng(0);
+    std::uniform_int_distribution<int> pick(lo, hi);
+    for (int& x : active_) x = pick(rng);
+  }
+  bool enabled() const { return interval_ns_ > 0; }
+  // Whether thread `index` issues requests `elapsed_ns` into the run.
+  bool active(int index, uint64_t elapsed_ns) const {
+    return index < active_[(elapsed_ns / interval_ns_) % active_.size()];
+  }
+
+ private:
+  uint64_t interval_ns_;
+  std::array<int, 4096> active_{};
+};
+
 struct ThreadResult {
   uint64_t ops = 0;
   Histogram latency;
   std::string error;
 };
 
-int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int threads, int depth, bool local) {
+int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int threads, int depth, bool local,
+              double interval_ms) {
   if (threads < 1 || threads > kMaxThreads - 2) {
     throw Error("NR_THREAD must be within 1.." + std::to_string(kMaxThreads - 2) + ", got " + std::to_string(threads));
   }
@@ -105,6 +139,8 @@ int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int thread
   const uint64_t block = config.block_size;
   const std::string type = config.type;
   const double cycles_per_ns = CyclesPerNanosecond();
+  const Fluctuation fluctuation(threads, interval_ms);
+  std::atomic<uint64_t> start_ns{0};
 
   std::thread runner([&] {
     RunThreads(threads, true, [&](int index) {
@@ -139,7 +175,15 @@ int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int thread
           std::uniform_int_distribution<uint64_t> pick(0, slots - 1);
           uint64_t local_ops = 0;
           control.ready_and_wait();
+          uint64_t expected = 0;
+          start_ns.compare_exchange_strong(expected, NowNs());
           while (!control.stopped()) {
+            if (fluctuation.enabled() && !fluctuation.active(index, NowNs() - start_ns.load())) {
+              // Idle while inactive; sleeping (rather than upstream's
+              // pause loop) leaves the cores to the active threads.
+              std::this_thread::sleep_for(std::chrono::microseconds(100));
+              continue;
+            }
             const GlobalAddress addr(0, base + pick(rng) * block);
             const bool timed = (local_ops & kLatencySampleMask) == 0;
             const uint64_t start = timed ? Cycles() : 0;
@@ -188,9 +232,10 @@ int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int thread
   const double p50 = static_cast<double>(latency.percentile(0.50)) / 1000.0;
   const double p99 = static_cast<double>(latency.percentile(0.99)) / 1000.0;
   const std::string prefix = config.dump_prefix.empty() ? "rdma-" + type : config.dump_prefix;
+  const std::string interval = fluctuation.enabled() ? ", #interval=" + std::to_string(std::lround(interval_ms)) + " ms" : "";
   printf("%s: #threads=%d, #depth=%d, #block_size=%" PRIu64
-         ", BW=%.3f MB/s (%.3f MiB/s), IOPS=%.3f M/s, conn establish time=%.3f ms, P50 latency=%.3f us, P99 latency=%.3f us\n",
-         prefix.c_str(), threads, depth, block, bandwidth, bandwidth_mib, iops, connect_ms, p50, p99);
+         "%s, BW=%.3f MB/s (%.3f MiB/s), IOPS=%.3f M/s, conn establish time=%.3f ms, P50 latency=%.3f us, P99 latency=%.3f us\n",
+         prefix.c_str(), threads, depth, block, interval.c_str(), bandwidth, bandwidth_mib, iops, connect_ms, p50, p99);
   fflush(stdout);
   char line[512];
   snprintf(line, sizeof(line), "%s, %d, %d, %" PRIu64 ", %.3f, %.3f, %.3f, %.3f, %.3f", prefix.c_str(), threads,
@@ -203,7 +248,14 @@ int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int thread
 
 int main(int argc, char** argv) {
   smart::EnableStackOverflowReports();
+#ifdef SMART_TEST_RDMA_DYN
+  constexpr bool kDynamic = true;
+  CLI::App app{"test_rdma_dyn: test_rdma's READs under a fluctuating number of active threads (no arguments: serve "
+               "as a memory blade)"};
+#else
+  constexpr bool kDynamic = false;
   CLI::App app{"test_rdma: one-sided RDMA micro benchmark (no arguments: serve as a memory blade)"};
+#endif
   std::vector<int> positional;
   std::string config_path;
   bool local = false;
@@ -212,7 +264,18 @@ int main(int argc, char** argv) {
   std::string type;
   uint64_t block_size = 0;
   std::string bind;
-  app.add_option("NR_THREAD DEPTH", positional, "client threads and requests in flight per thread")->expected(0, 2);
+  double interval_ms = 0;
+  if (kDynamic) {
+    app.add_option("NR_THREAD DEPTH INTERVAL_MS", positional,
+                   "client threads, requests in flight per thread, and the milliseconds between redraws of the "
+                   "active thread count (default 1000)")
+        ->expected(0, 3);
+  } else {
+    app.add_option("NR_THREAD DEPTH", positional, "client threads and requests in flight per thread")->expected(0, 2);
+  }
+  app.add_option("--fluctuate", interval_ms,
+                 "every MS milliseconds draw again how many threads are active (test_rdma_dyn's load; 0: all, always)")
+      ->check(CLI::Range(0.0, 3600000.0));
   app.add_option("--config", config_path, "test_rdma.json to use (default: TEST_RDMA_CONF or config/test_rdma.json)");
   app.add_flag("--local", local, "run against a memory blade inside this process (shm)");
   app.add_option("--port", port, "TCP port to serve on or connect to (0: any free port when serving)");
@@ -232,11 +295,19 @@ int main(int argc, char** argv) {
     if (!type.empty()) config.type = type;
     if (block_size > 0) config.block_size = block_size;
     if (positional.empty()) return ServeMemoryBlade(smart_config, config, bind);
-    if (positional.size() != 2) {
-      fprintf(stderr, "test_rdma: give both NR_THREAD and DEPTH (or neither, to serve)\n");
+    if (positional.size() < 2) {
+      fprintf(stderr, "%s: give both NR_THREAD and DEPTH (or neither, to serve)\n", kDynamic ? "test_rdma_dyn" : "test_rdma");
       return 2;
     }
-    return RunClient(smart_config, config, positional[0], positional[1], local);
+    if (kDynamic) {
+      if (positional.size() == 3 && positional[2] < 1) {
+        fprintf(stderr, "test_rdma_dyn: INTERVAL_MS must be at least 1, got %d\n", positional[2]);
+        return 2;
+      }
+      if (interval_ms == 0) interval_ms = positional.size() == 3 ? positional[2] : 1000;
+      if (type.empty()) config.type = "read";  // upstream's test_rdma_dyn issues READs only
+    }
+    return RunClient(smart_config, config, positional[0], positional[1], local, interval_ms);
   } catch (const std::exception& e) {
     fprintf(stderr, "test_rdma: %s\n", e.what());
     return 1;

@@ -74,6 +74,16 @@ struct SmartConfig {
   } infiniband;  ///< `infiniband`
   struct {
     uint64_t latency_ns = 0;  ///< added to every completion
+    /// `shm.nic_model`: an RNIC's limits modelled on the shm transport (off
+    /// by default). The defaults are fitted to ConnectX-6 (docs/nic_model.md).
+    struct {
+      bool enabled = false;
+      double rate_mops = 111.1;         ///< device message rate, M requests/s
+      uint64_t wr_cache_entries = 1152; ///< outstanding requests the NIC keeps on chip
+      double wr_miss_ns = 14.5;         ///< extra device time for a request the cache misses
+      int shared_doorbells = 12;        ///< doorbells queue pairs without a thread domain share
+      double doorbell_handoff_ns = 600; ///< cost of ringing a doorbell another thread rang last
+    } nic_model;
   } shm;  ///< `shm`
   /// `qp_param`: queue pair sizes and retry settings.
   struct {

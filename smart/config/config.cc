@@ -153,6 +153,12 @@ SmartConfig SmartConfig::Parse(const std::string& text, const std::string& sourc
   r.get_int("infiniband.gid_idx", &c.infiniband.gid_idx, false, -1, 255);
 
   r.get_uint64("shm.latency_ns", &c.shm.latency_ns, false, 0, 1000000000);
+  r.get_bool("shm.nic_model.enabled", &c.shm.nic_model.enabled, false);
+  r.get_double("shm.nic_model.rate_mops", &c.shm.nic_model.rate_mops, false, 0.001, 100000);
+  r.get_uint64("shm.nic_model.wr_cache_entries", &c.shm.nic_model.wr_cache_entries, false, 1, 1u << 24);
+  r.get_double("shm.nic_model.wr_miss_ns", &c.shm.nic_model.wr_miss_ns, false, 0, 1e9);
+  r.get_int("shm.nic_model.shared_doorbells", &c.shm.nic_model.shared_doorbells, false, 1, 512);
+  r.get_double("shm.nic_model.doorbell_handoff_ns", &c.shm.nic_model.doorbell_handoff_ns, false, 0, 1e9);
 
   r.get_int("qp_param.max_cqe_size", &c.qp_param.max_cqe_size, true, 1, 1 << 22);
   r.get_int("qp_param.max_wqe_size", &c.qp_param.max_wqe_size, true, 1, 1 << 16);

@@ -115,6 +115,8 @@ inline void Execute(const RingEntry& e) {
 
 ShmQueuePair::ShmQueuePair(ShmDevice* device, const QueuePairOptions& options, uint32_t qp_num)
     : device_(device), options_(options), cq_(static_cast<ShmCompletionQueue*>(options.cq)), qp_num_(qp_num) {
+  nic_ = device->nic();
+  if (nic_ != nullptr) doorbell_ = nic_->doorbell_for_new_qp(options.domain != nullptr);
   // Inline payloads the ring entry cannot hold, and scatter lists, live in a
   // per-queue-pair slot for each send-queue entry.
   size_t stride = 0;
@@ -299,7 +301,12 @@ int ShmQueuePair::post_concurrent(ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     return ENOMEM;
   }
   outstanding_ += count;
-  const uint64_t ready = cq_->ready_cycles();
+  uint64_t ready = cq_->ready_cycles();
+  if (__builtin_expect(nic_ != nullptr, 0)) {
+    // One doorbell per post_send, as a verbs provider rings it once per list.
+    if (doorbell_ != nullptr) doorbell_->ring(ThreadId(), nic_->handoff_cycles());
+    ready = nic_->admit(Cycles(), static_cast<uint32_t>(count)) + device_->latency_cycles();
+  }
   uint64_t k = 0;
   for (ibv_send_wr* w = wr; w != nullptr; w = w->next, ++k) {
     RingEntry* e = cq_->next_entry(k);
@@ -329,12 +336,17 @@ int ShmQueuePair::post_concurrent(ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   return 0;
 }
 
-ShmCompletionQueue::ShmCompletionQueue(int depth, uint64_t latency_cycles, bool concurrent)
-    : latency_cycles_(latency_cycles), concurrent_(concurrent) {
+ShmCompletionQueue::ShmCompletionQueue(int depth, uint64_t latency_cycles, bool concurrent, NicModel* nic)
+    : latency_cycles_(latency_cycles), nic_(nic), timed_(latency_cycles != 0 || nic != nullptr), concurrent_(concurrent) {
   uint64_t size = 1;
   while (size < static_cast<uint64_t>(depth)) size <<= 1;
   ring_.resize(size);
   mask_ = size - 1;
+}
+
+ShmCompletionQueue::~ShmCompletionQueue() {
+  // Requests never polled leave the modelled device with their queue.
+  if (nic_ != nullptr) nic_->retire(tail_ - head_);
 }
 
 int ShmCompletionQueue::poll(int max_entries, ibv_wc* wc) {
@@ -351,7 +363,7 @@ inline uint64_t ShmCompletionQueue::ready_cycles() const {
   uint64_t head = head_;
   const uint64_t tail = tail_;
   if (head == tail) return 0;
-  const uint64_t now = latency_cycles_ == 0 ? 0 : Cycles();
+  const uint64_t now = timed_ ? Cycles() : 0;
   const RingEntry* const ring = ring_.data();
   const uint64_t mask = mask_;
   int n = 0;
@@ -381,6 +393,7 @@ inline uint64_t ShmCompletionQueue::ready_cycles() const {
     out.dlid_path_bits = 0;
     qp->retire(e.retired);
   }
+  if (__builtin_expect(nic_ != nullptr, 0)) nic_->retire(head - head_);
   head_ = head;
   return n;
 }

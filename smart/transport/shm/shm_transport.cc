@@ -168,7 +168,9 @@ ShmDevice::ShmDevice(const SmartConfig& config)
       latency_ns_(config.shm.latency_ns),
       latency_cycles_(config.shm.latency_ns == 0
                           ? 0
-                          : static_cast<uint64_t>(static_cast<double>(config.shm.latency_ns) * CyclesPerNanosecond())) {}
+                          : static_cast<uint64_t>(static_cast<double>(config.shm.latency_ns) * CyclesPerNanosecond())) {
+  if (config.shm.nic_model.enabled) nic_ = std::make_unique<NicModel>(config.shm.nic_model, CyclesPerNanosecond());
+}
 
 ShmDevice::~ShmDevice() {
   if (fd_server_.joinable()) {
@@ -187,7 +189,9 @@ ShmDevice::~ShmDevice() {
 }
 
 std::string ShmDevice::description() const {
-  return "shm (same-host software RDMA, completion latency " + std::to_string(latency_ns_) + " ns)";
+  std::string text = "shm (same-host software RDMA, completion latency " + std::to_string(latency_ns_) + " ns";
+  if (nic_) text += "; " + nic_->description();
+  return text + ")";
 }
 
 uint32_t ShmDevice::register_local(char* addr, uint64_t length) {
@@ -262,7 +266,7 @@ std::unique_ptr<MemoryRegion> ShmDevice::register_memory(void* addr, size_t leng
 
 std::unique_ptr<CompletionQueue> ShmDevice::create_cq(int depth, ThreadDomain*, bool concurrent) {
   if (depth < 1) throw Error("shm transport: completion queue depth must be positive");
-  return std::make_unique<ShmCompletionQueue>(depth, latency_cycles_, concurrent);
+  return std::make_unique<ShmCompletionQueue>(depth, latency_cycles_, concurrent, nic_.get());
 }
 
 namespace {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "smart/transport.h"
+#include "smart/transport/shm/nic_model.h"
 
 namespace smart::shm {
 
@@ -89,7 +90,7 @@ struct ScatterEntry {
 struct alignas(64) RingEntry {
   uint64_t wr_id;
   ShmQueuePair* qp;        // nullptr once its queue pair was destroyed
-  uint64_t ready_cycles;   // 0 without a modelled latency
+  uint64_t ready_cycles;   // 0 without a modelled latency or NIC
   char* remote;            // in the peer's mapping
   char* local;             // registered memory, captured inline data, or a ScatterEntry list
   union {
@@ -161,6 +162,8 @@ class ShmQueuePair final : public QueuePair {
   QueuePairOptions options_;
   ShmCompletionQueue* cq_;
   uint32_t qp_num_;
+  NicModel* nic_ = nullptr;           // shm.nic_model, when enabled
+  NicDoorbell* doorbell_ = nullptr;  // a shared doorbell of the model; nullptr: its own
   std::shared_ptr<ShmPeerMemory> peer_;
   MappedRegion regions_[kMaxPeerRegions];
   int region_count_ = 0;
@@ -178,7 +181,8 @@ class ShmQueuePair final : public QueuePair {
 
 class ShmCompletionQueue final : public CompletionQueue {
  public:
-  ShmCompletionQueue(int depth, uint64_t latency_cycles, bool concurrent);
+  ShmCompletionQueue(int depth, uint64_t latency_cycles, bool concurrent, NicModel* nic);
+  ~ShmCompletionQueue() override;
   // Carries out queued requests in post order, each just before the
   // completion it belongs to is handed out (unsignaled ones with the next
   // entry polled after them).
@@ -205,6 +209,8 @@ class ShmCompletionQueue final : public CompletionQueue {
   uint64_t head_ = 0;
   uint64_t tail_ = 0;
   uint64_t latency_cycles_;
+  NicModel* nic_;
+  bool timed_;  // completions carry a ready time (latency or NIC model)
   bool concurrent_;
   std::mutex mutex_;
 };
@@ -239,6 +245,8 @@ class ShmDevice final : public Device {
   }
 
   uint64_t latency_cycles() const { return latency_cycles_; }
+  // shm.nic_model, or nullptr when it is off.
+  NicModel* nic() const { return nic_.get(); }
   // Whether [addr, addr+length) still lies in one registered region (cold:
   // a scan, for requests carried out when their queue pair is destroyed).
   bool local_registered(const char* addr, uint64_t length) const;
@@ -259,6 +267,7 @@ class ShmDevice final : public Device {
 
   uint64_t latency_ns_;
   uint64_t latency_cycles_;
+  std::unique_ptr<NicModel> nic_;
   LocalRegion local_regions_[kMaxLocalRegions];
   mutable std::mutex register_mutex_;
   std::atomic<uint32_t> next_qp_num_{1};

@@ -39,6 +39,10 @@ Options:
                        plots and summary take the median
   --shm-latency-ns N   with --local: delay every shm completion by N ns to
                        model a network round trip (default 0)
+  --no-nic-model       with --local: run the test_rdma figures (3, 4, 13,
+                       Table 1) on plain shm; by default they run with the
+                       shm transport's NIC model (docs/nic_model.md), scaled
+                       to the threads used, and are labeled "modeled"
   --no-plot            collect only
   -h, --help           this help
 
@@ -71,7 +75,7 @@ find_python() {
 PY=$(find_python) || die "python3 is needed"
 FIGURE_LIST=$("$PY" -c "import sys; sys.path.insert(0, '$AE_DIR/collect'); import figures; print(', '.join(f.id for f in figures.FIGURES))")
 
-mode="" hosts="" quick=0 force=0 dry_run=0 plot=1
+mode="" hosts="" quick=0 force=0 dry_run=0 plot=1 nic_model=1
 bin="$ROOT/build/bin" out="" remote_dir=/tmp/smart-ae
 figures=() extra=()
 while (($#)); do
@@ -86,6 +90,7 @@ while (($#)); do
     --force) force=1 ;;
     --dry-run) dry_run=1 ;;
     --no-plot) plot=0 ;;
+    --no-nic-model) nic_model=0 ;;
     --figure | --bin | --out | --remote-dir | --duration | --timeout | --max-key | --shm-latency-ns | --repeat)
       (($# >= 2)) || die "$1 needs a value"
       case $1 in
@@ -120,6 +125,7 @@ args=(--mode "$mode" --profile "$profile" --bin "$bin" --out "$out" --config-dir
 ((force)) && args+=(--force)
 [[ $mode == cluster ]] && args+=(--hosts "$hosts")
 ((dry_run)) && args+=(--dry-run)
+((nic_model)) || args+=(--no-nic-model)
 
 start=$(date +%s)
 status=0

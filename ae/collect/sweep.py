@@ -47,6 +47,28 @@ class Progress:
         print(text, file=sys.stderr, flush=True)
 
 
+# The NIC model fitted to ConnectX-6 at 96 threads (docs/nic_model.md).
+CX6 = {"rate_mops": 111.1, "wr_cache_entries": 1152, "wr_miss_ns": 14.5, "shared_doorbells": 12,
+       "doorbell_handoff_ns": 600}
+
+
+def nic_model_config(threads):
+    """The ConnectX-6 fit scaled from 96 threads to `threads`: device time per request times k = 96/threads,
+    the cache divided by k, one shared doorbell per 96/12 threads at least one, whose handoff keeps each
+    thread's share of doorbell time."""
+    k = 96.0 / threads
+    doorbells = max(1, int(round(CX6["shared_doorbells"] / k)))
+    per_thread_share = CX6["shared_doorbells"] / 96.0 / CX6["doorbell_handoff_ns"]  # doorbell rings per ns
+    return {"enabled": True, "rate_mops": round(CX6["rate_mops"] / k, 3),
+            "wr_cache_entries": max(1, int(round(CX6["wr_cache_entries"] / k))),
+            "wr_miss_ns": round(CX6["wr_miss_ns"] * k, 1), "shared_doorbells": doorbells,
+            "doorbell_handoff_ns": round(doorbells / (threads * per_thread_share), 1)}
+
+
+def uses_nic_model(point, args, profile):
+    return point.bench == "test_rdma" and args.mode == "local" and args.nic_model and profile.get("nic_model")
+
+
 def write_configs(out, config_dir, args, profile, memory=None):
     """The configs every point reads, derived from config_dir, written to OUT/configs."""
     cdir = os.path.join(out, "configs")
@@ -76,6 +98,14 @@ def write_configs(out, config_dir, args, profile, memory=None):
     modeled = json.loads(json.dumps(smart))
     modeled["shm"]["latency_ns"] = 2000
     save("smart_config.latency.json", modeled)
+    if args.mode == "local":
+        # The test_rdma figures with the NIC model: its round trip, and the
+        # ConnectX-6 fit scaled to the most threads they run.
+        for name, base in (("nic", smart), ("shared_qp.nic", shared)):
+            nic = json.loads(json.dumps(base))
+            nic["shm"]["latency_ns"] = 2000
+            nic["shm"]["nic_model"] = nic_model_config(max(profile["rdma_threads"]))
+            save("smart_config.%s.json" % name, nic)
 
     rdma = load("test_rdma.json")
     rdma.update({"memory_size": profile["rdma_pool_mib"], "dump_file_path": "", "servers": []})
@@ -103,8 +133,8 @@ def write_configs(out, config_dir, args, profile, memory=None):
 
 def point_command(point, args, profile, bin_dir, cdir):
     """(argv, env) of one point; @CSV@ stands for the CSV file it appends to."""
-    env = {"SMART_CONFIG_PATH": os.path.join(cdir, "smart_config%s.json" % (
-        "." + point.variant if point.variant else ""))}
+    variants = [v for v in (point.variant, "nic" if uses_nic_model(point, args, profile) else None) if v]
+    env = {"SMART_CONFIG_PATH": os.path.join(cdir, "smart_config%s.json" % "".join("." + v for v in variants))}
     if point.opts is not None:
         env["SMART_OPTS"] = point.opts
     env.update(point.env)
@@ -115,7 +145,7 @@ def point_command(point, args, profile, bin_dir, cdir):
         env["TEST_RDMA_CONF"] = os.path.join(cdir, "test_rdma%s.json" % suffix)
         env["DUMP_FILE_PATH"] = "@CSV@"
         argv = [exe] + (["--local"] if args.mode == "local" else []) + [
-            "--duration", str(duration), str(point.threads), str(point.depth)]
+            "--duration", str(duration)] + point.args + [str(point.threads), str(point.depth)]
         return argv, env
     if point.bench in ("hashtable", "btree"):
         env["APP_CONFIG_PATH"] = os.path.join(cdir, "datastructure%s.json" % (
@@ -272,6 +302,8 @@ def main():
     ap.add_argument("--max-key", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=None)
     ap.add_argument("--shm-latency-ns", type=int, default=0)
+    ap.add_argument("--no-nic-model", dest="nic_model", action="store_false",
+                    help="local mode: test_rdma figures on plain shm instead of the NIC model")
     args = ap.parse_args()
     try:
         chosen = figures.select(args.figure)
@@ -307,6 +339,8 @@ def main():
             json.dump({"machine": socket.gethostname().split(".")[0], "cores": os.cpu_count(),
                        "cpu": platform.processor() or platform.machine(), "mode": args.mode,
                        "profile": args.profile, "bin": bin_dir, "shm_latency_ns": args.shm_latency_ns,
+                       "nic_model": nic_model_config(max(profile["rdma_threads"]))
+                       if args.mode == "local" and args.nic_model and profile.get("nic_model") else None,
                        "repeats": args.repeat or profile.get("repeats", 1),
                        "duration_s": args.duration or profile["duration"],
                        "memory_hosts": memory, "compute_hosts": compute,

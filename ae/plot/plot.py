@@ -88,6 +88,15 @@ def machine_label(out):
                                                         run.get("profile"))
 
 
+def modeled(out, fig):
+    """Whether the figure ran on the shm transport's NIC model."""
+    try:
+        with open(os.path.join(out, "run.json")) as f:
+            return bool(json.load(f).get("nic_model")) and fig.bench == "test_rdma"
+    except (OSError, ValueError):
+        return False
+
+
 def panels_for(fig, data):
     if fig.id in PANELS:
         return PANELS[fig.id]
@@ -140,7 +149,8 @@ def plot_figure(out, fig, quiet=False):
             else:
                 series = [(x, r[column]) for x, r in pts]
             draw_series(ax, series, colors[s], s, False, latency)
-        ax.set_title(("%s: " % title if title else "") + "measured", fontsize=10)
+        ax.set_title(("%s: " % title if title else "") + (
+            "modeled (shm NIC model, ConnectX-6 fit scaled)" if modeled(out, fig) else "measured"), fontsize=10)
         ax.set_xlabel(fig.xlabel)
         ax.set_ylabel(YLABEL.get(column, fig.ylabel) if not latency else fig.ylabel)
         ax.grid(alpha=0.3)

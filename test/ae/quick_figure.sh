@@ -2,13 +2,17 @@
 # ae/run.sh --local --quick --figure FIG: every point ok, one CSV per series
 # with the bench's upstream columns after a header line and one row per
 # point, a non-empty PNG and SVG, and the figure in index.md. Run again
-# without --force, the complete figure is not run again.
-#   quick_figure.sh FIG BENCH-COLUMN-COUNT SERIES ROWS-PER-SERIES
+# without --force, the complete figure is not run again. VERDICT, when
+# given, is the kind of verdict the figure must get: "modeled" (it ran on
+# the shm transport's NIC model) or "plain" (it ran without, so a hardware
+# claim cannot be shown); RUN-ARGS go to run.sh.
+#   quick_figure.sh FIG BENCH-COLUMN-COUNT SERIES ROWS-PER-SERIES [VERDICT [RUN-ARGS...]]
 source "$(dirname "$0")/ae_lib.sh"
-fig=$1 columns=$2 series=$3 rows=$4
+fig=$1 columns=$2 series=$3 rows=$4 kind=${5:-}
+shift $(($# < 5 ? $# : 5))
 out="$WORK_DIR/out"
 
-"$RUN" --local --quick --figure "$fig" --bin "$SMART_BIN" --out "$out" >"$WORK_DIR/run.log" 2>&1 ||
+"$RUN" --local --quick --figure "$fig" --bin "$SMART_BIN" --out "$out" "$@" >"$WORK_DIR/run.log" 2>&1 ||
   { cat "$WORK_DIR/run.log"; fail "run.sh --local --quick --figure $fig exited non-zero"; }
 dir="$out/fig-$fig"
 [[ -f $dir/points.csv ]] || fail "no $dir/points.csv"
@@ -39,10 +43,20 @@ done
 [[ $(head -c 8 "$dir/fig-$fig.png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] || fail "fig-$fig.png is not a PNG"
 grep -q '<svg' "$dir/fig-$fig.svg" || fail "fig-$fig.svg is not an SVG"
 grep -q "fig-$fig/fig-$fig.png" "$out/index.md" || fail "index.md does not show fig $fig"
-grep -Eq "^\| $fig \| .*\*\*(shown|not shown|cannot be shown on shm)\*\*" "$out/index.md" ||
+grep -Eq "^\| $fig \| .*\*\*(shown|not shown|cannot be shown on shm)( \(modeled\))?\*\*" "$out/index.md" ||
   fail "index.md has no verdict for fig $fig"
+case $kind in
+  modeled)
+    grep -Eq "^\| $fig \| .*\*\*(shown|not shown) \(modeled\)\*\*" "$out/index.md" ||
+      fail "fig $fig did not run on the NIC model: $(grep "^| $fig |" "$out/index.md")"
+    grep -q '"nic_model": {' "$out/run.json" || fail "run.json does not record the NIC model"
+    grep -q '"nic_model"' "$out/configs/smart_config.nic.json" || fail "no NIC model config written" ;;
+  plain)
+    grep -Eq "^\| $fig \| .*\*\*cannot be shown on shm\*\*" "$out/index.md" ||
+      fail "fig $fig ran on a NIC model though --no-nic-model: $(grep "^| $fig |" "$out/index.md")" ;;
+esac
 
-"$RUN" --local --quick --figure "$fig" --bin "$SMART_BIN" --out "$out" --no-plot >"$WORK_DIR/again.log" 2>&1 ||
+"$RUN" --local --quick --figure "$fig" --bin "$SMART_BIN" --out "$out" --no-plot "$@" >"$WORK_DIR/again.log" 2>&1 ||
   fail "second run exited non-zero"
 grep -q "fig $fig: complete" "$WORK_DIR/again.log" || { cat "$WORK_DIR/again.log"; fail "a complete figure ran again"; }
 pass "fig $fig: $series series x $rows points, CSVs, plots and summary"

@@ -114,7 +114,8 @@ int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int thread
     port = blade->port();
     SMART_INFO("test_rdma: no server configured; using a memory blade inside this process (shm, port %d)", port);
   } else {
-    host = config.servers[0];
+    host = config.servers[0].hostname;
+    if (config.servers[0].port != 0) port = config.servers[0].port;
   }
 
   int qp_count = threads;

@@ -90,7 +90,7 @@ const Meaning kKeys[] = {
     {"backend.json", "auth.key_file", "the blade's shared key; clients must prove they hold it before anything about the pool is revealed"},
     {"backend.json", "auth.allow_uids", "`shm`: users besides the blade's own that may map its pool (default: none)"},
 
-    {"test_rdma.json", "servers", "memory blades to connect to; empty: an embedded one"},
+    {"test_rdma.json", "servers", "memory blades to connect to (the first is used), each `\"host\"`, `\"host:port\"`, `\"[IPv6]:port\"` or `{\"hostname\": ..., \"port\": ...}`; a missing port is `port`'s; empty: an embedded one"},
     {"test_rdma.json", "port", "their handshake port"},
     {"test_rdma.json", "block_size", "bytes per operation"},
     {"test_rdma.json", "qp_num", "queue pairs per memory blade; -k: one per k threads"},
@@ -114,9 +114,9 @@ const Meaning kKeys[] = {
     {"datastructure.json", "rehash_key", "permute key ids before formatting them"},
     {"datastructure.json", "duration", "seconds measured"},
     {"datastructure.json", "zipfian_const", "skew of the key popularity (0: uniform)"},
-    {"datastructure.json", "memory_servers", "memory blades, `[{\"hostname\": ..., \"port\": ...}, ...]`; empty: an embedded one"},
+    {"datastructure.json", "memory_servers", "memory blades, one shard each: `\"host:port\"`, `\"[IPv6]:port\"` or `{\"hostname\": ..., \"port\": ...}` (the forms of test_rdma.json's `servers`, a port required); empty: an embedded one"},
 
-    {"transaction.json", "memory_servers", "memory blades, `[{\"hostname\": ..., \"port\": ...}, ...]`; absent or empty: embedded ones"},
+    {"transaction.json", "memory_servers", "memory blades: `\"host:port\"`, `\"[IPv6]:port\"` or `{\"hostname\": ..., \"port\": ...}` (a port required); absent or empty: embedded ones"},
     {"transaction.json", "smallbank.num_accounts", "SmallBank accounts"},
     {"transaction.json", "smallbank.num_hot_accounts", "the hot ones among them"},
     {"transaction.json", "tatp.num_subscriber", "TATP subscribers"},

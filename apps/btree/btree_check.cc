@@ -100,9 +100,8 @@ class Checker {
     initiator_ = std::make_unique<Initiator>(config_);
     for (size_t i = 0; i < o_.servers.size(); ++i) {
       const std::string& s = o_.servers[i];
-      const size_t colon = s.rfind(':');
-      if (colon == std::string::npos) throw Error("--server expects host:port, got \"" + s + "\"");
-      initiator_->connect(static_cast<node_t>(i), s.substr(0, colon), std::stoi(s.substr(colon + 1)), o_.threads + 1);
+      const ServerAddress address = ParseServerAddress(s);
+      initiator_->connect(static_cast<node_t>(i), address.hostname, address.port, o_.threads + 1);
     }
     btree::TreeOptions options;
     options.speculative_lookup = config_.use_speculative_lookup;

@@ -163,17 +163,24 @@ struct BackendConfig {
   static BackendConfig Parse(const std::string& text, const std::string& source);
 };
 
-/// A memory blade to connect to (an entry of `memory_servers`).
+/// A memory blade to connect to (an entry of `memory_servers` or `servers`).
 struct ServerAddress {
   std::string hostname;  ///< host name or address
-  int port = 12345;  ///< TCP port of its handshake
+  int port = 12345;  ///< TCP port of its handshake; 0 in test_rdma.json's `servers`: its `port` key
 };
+
+/// Parses an address as every server list and `--server` flag accepts it:
+/// `host`, `host:port` or `[IPv6]:port`. A missing port is `default_port`,
+/// or an error when that is negative. Throws smart::Error naming the text
+/// and what is wrong with it.
+ServerAddress ParseServerAddress(const std::string& text, int default_port = -1);
 
 /// test_rdma.json: the one-sided micro benchmark.
 struct TestRdmaConfig {
   std::string source;  ///< file the values came from
-  std::vector<std::string> servers;  ///< empty: embedded memory blade
-  int port = 12345;  ///< the memory blade's TCP port
+  /// Memory blades; only the first is used. Empty: embedded memory blade.
+  std::vector<ServerAddress> servers;
+  int port = 12345;  ///< the memory blade's TCP port (servers without their own)
   uint64_t block_size = 8;  ///< bytes per operation
   int qp_num = -1;  ///< queue pairs per memory blade (-k: one per k threads)
   std::string type = "read";  ///< read, write, cas or faa

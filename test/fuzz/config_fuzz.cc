@@ -40,7 +40,7 @@ void Check(uint8_t which, const std::string& text) {
       const TestRdmaConfig c = TestRdmaConfig::Parse(text, "fuzzed test_rdma.json");
       FuzzCheck(c.qp_num != 0, "qp_num 0 accepted");
       FuzzCheck(c.type == "read" || c.type == "write" || c.type == "cas" || c.type == "faa", "an unknown type accepted");
-      for (const std::string& s : c.servers) FuzzCheck(!s.empty(), "an empty server name accepted");
+      for (const ServerAddress& s : c.servers) FuzzCheck(!s.hostname.empty(), "an empty server name accepted");
       break;
     }
     case 3: {

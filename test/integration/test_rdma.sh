@@ -25,4 +25,13 @@ PY
 done
 lines=$(wc -l <"$WORK_DIR/out.csv")
 ((lines == 4)) || fail "expected 4 CSV lines, found $lines"
-pass "test_rdma read, write, cas and faa across two processes"
+
+# A server entry that names its own port ("host:port", as memory_servers
+# takes it) wins over the port key, here a port nothing listens on.
+closed_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+sed -e "s/\"servers\": \[\"127.0.0.1\"\]/\"servers\": [\"127.0.0.1:$BLADE_PORT\"]/" \
+  -e "s/\"port\": $BLADE_PORT/\"port\": $closed_port/" "$config" >"$WORK_DIR/own_port.json"
+grep -q "127.0.0.1:$BLADE_PORT" "$WORK_DIR/own_port.json" || fail "could not write the host:port config"
+"$SMART_BIN/test_rdma" --config "$WORK_DIR/own_port.json" --duration 0.2 1 1 >"$WORK_DIR/own_port.out" 2>&1 ||
+  { cat "$WORK_DIR/own_port.out"; fail "test_rdma with servers [\"127.0.0.1:$BLADE_PORT\"] did not connect"; }
+pass "test_rdma read, write, cas and faa across two processes; a host:port server entry"

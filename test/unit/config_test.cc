@@ -218,8 +218,67 @@ TEST(TestRdmaConfig, ParsesUpstreamFile) {
       R"({"servers": ["optane06"], "port": 12345, "block_size": 8, "qp_num": -1, "dump_file_path": "x.csv", "type": "atomic"})",
       "test_rdma.json");
   ASSERT_EQ(c.servers.size(), 1u);
-  EXPECT_EQ(c.servers[0], "optane06");
+  EXPECT_EQ(c.servers[0].hostname, "optane06");
+  EXPECT_EQ(c.servers[0].port, 0);  // the port key's
   EXPECT_EQ(c.type, "faa");  // upstream's name for fetch-and-add
+}
+
+// The shipped datastructure.json with `servers` as its memory_servers.
+DataStructureConfig DataStructureWith(const std::string& servers) {
+  std::ifstream in(std::string(SMART_SOURCE_DIR) + "/config/datastructure.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string empty = "\"memory_servers\": []";
+  const size_t at = text.find(empty);
+  if (at == std::string::npos) throw std::runtime_error("datastructure.json has no empty memory_servers");
+  text.replace(at, empty.size(), "\"memory_servers\": " + servers);
+  return DataStructureConfig::Parse(text, "d.json");
+}
+
+TEST(ServerAddresses, ServersAndMemoryServersAcceptTheSameForms) {
+  const TestRdmaConfig t = TestRdmaConfig::Parse(
+      R"({"servers": ["optane06", "optane07:4000", {"hostname": "h", "port": 5}, {"hostname": "g"}, "[fe80::1]:7"],
+          "port": 12345, "block_size": 8, "dump_file_path": "", "type": "read"})",
+      "t.json");
+  ASSERT_EQ(t.servers.size(), 5u);
+  EXPECT_EQ(t.servers[1].hostname, "optane07");
+  EXPECT_EQ(t.servers[1].port, 4000);
+  EXPECT_EQ(t.servers[2].port, 5);
+  EXPECT_EQ(t.servers[3].port, 0);
+  EXPECT_EQ(t.servers[4].hostname, "fe80::1");
+  EXPECT_EQ(t.servers[4].port, 7);
+  const DataStructureConfig d =
+      DataStructureWith(R"(["optane07:4000", {"hostname": "h", "port": 5}, "[fe80::1]:7"])");
+  ASSERT_EQ(d.memory_servers.size(), 3u);
+  EXPECT_EQ(d.memory_servers[0].hostname, "optane07");
+  EXPECT_EQ(d.memory_servers[0].port, 4000);
+  EXPECT_EQ(d.memory_servers[2].port, 7);
+}
+
+TEST(ServerAddresses, BadAddressesNameWhatIsWrong) {
+  // memory_servers has no port key to fall back on.
+  ExpectConfigError(
+      [] { DataStructureWith(R"(["optane07"])"); },
+      {"d.json", "memory_servers", "optane07", "no port"});
+  ExpectConfigError(
+      [] { DataStructureWith(R"([{"hostname": "h"}])"); },
+      {"memory_servers"});
+  ExpectConfigError(
+      [] {
+        TestRdmaConfig::Parse(R"({"servers": ["h:70000"], "port": 1, "block_size": 8, "dump_file_path": "", "type": "read"})",
+                              "t.json");
+      },
+      {"servers", "70000", "1..65535"});
+  for (const char* text : {"fe80::1:7", "[fe80::1", ":80", "h:", "h:8x", "[h]x"}) {
+    SCOPED_TRACE(text);
+    try {
+      ParseServerAddress(text, 1);
+      FAIL() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(ParseServerAddress("h", 9).port, 9);
+  EXPECT_THROW(ParseServerAddress("h"), Error);
 }
 
 TEST(TestRdmaConfig, RejectsBadValues) {

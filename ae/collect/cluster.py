@@ -10,10 +10,12 @@ same path (--bin) and accept clush (ssh) from this machine. Results and logs
 are copied back with `clush --rcopy`.
 """
 
+import hashlib
 import os
 import re
 import shlex
 import subprocess
+import time
 
 import benches
 
@@ -156,6 +158,10 @@ class ClusterExecutor:
                 self.clush("compute", nodes[:1], "cd %s && env %s timeout -k 5 %d %s" % (
                     shlex.quote(self.rdir), envs, limit, shlex.join(load)), log_path, check=True)
                 bench_cmd.append("--no-load")
+                # All start their timed run together (a barrier on memory
+                # blade 0), so that the rates added up overlap in time.
+                group = "ae-%s" % hashlib.sha1(("%s %f" % (point.id, time.time())).encode()).hexdigest()[:12]
+                bench_cmd += ["--sync", "%s:%d" % (group, point.nodes)]
             remote = "cd %s && rm -f %s && env %s timeout -k 5 %d %s > %s 2>&1" % (
                 shlex.quote(self.rdir), shlex.quote(rcsv), envs, limit, shlex.join(bench_cmd), shlex.quote(rlog))
             rc = self.clush("compute", nodes, remote, log_path)

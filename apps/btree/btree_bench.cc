@@ -19,6 +19,7 @@
 #include "smart/bench.h"
 #include "smart/initiator.h"
 #include "smart/logging.h"
+#include "smart/start_barrier.h"
 #include "smart/ycsb.h"
 #include "smart/ycsb_driver.h"
 #include "smart/task.h"
@@ -48,6 +49,9 @@ struct Flags {
   int key_length = 0, value_length = 0;
   bool no_load = false, quiet = false, verify = false, no_hocl = false, no_combine = false;
   size_t index_cache_pages = 4096;
+  std::string sync;
+  StartGroup group;
+  double sync_timeout = 600;
 };
 
 int Run(const YcsbOptions& o, const Flags& f, const DataStructureConfig& config, SmartConfig smart_config,
@@ -90,6 +94,7 @@ int Run(const YcsbOptions& o, const Flags& f, const DataStructureConfig& config,
       }
     }
   }
+  JoinStartGroup(initiator, f.group, f.sync_timeout, "btree_bench", verbose);
   const btree::TreeStats before = tree.stats();
   const YcsbResult r = YcsbRun(store, o);
   const btree::TreeStats st = tree.stats();
@@ -163,6 +168,11 @@ int main(int argc, char** argv) {
   app.add_flag("--no-combine", f.no_combine,
                "no command combination: a write-back's release CAS waits for the write (one more round trip)");
   app.add_flag("--no-load", f.no_load, "skip loading (the keys are already in the tree)");
+  app.add_option("--sync", f.sync,
+                 "GROUP:N: start the run together with the other N-1 compute blades of GROUP, after this one's load "
+                 "(one group name per run; give the others --no-load)");
+  app.add_option("--sync-timeout", f.sync_timeout, "seconds to wait for the start group (default 600)")
+      ->check(CLI::Range(0.1, 86400.0));
   app.add_flag("--verify", f.verify, "values carry their key; every value read is checked, and a wrong one is a failure");
   app.add_flag("--quiet", f.quiet, "print only the result line");
   try {
@@ -191,6 +201,7 @@ int main(int argc, char** argv) {
     o.coros = coros;
     o.progress = !f.quiet;
     if (app.count("--dump-file")) config.dump_file_path = f.dump;
+    if (!f.sync.empty()) f.group = ParseStartGroup(f.sync);
     if (o.key_length > 20) {
       throw Error("key_length must be at most 20 for the B+tree (its keys are 64-bit numbers), got " +
                   std::to_string(o.key_length));

@@ -43,6 +43,11 @@ BenchMain::BenchMain(std::string name, const std::string& about)
                   "TABLE:FILE: at the end, write the key of every live record of table id TABLE to FILE, one per "
                   "line, in no order");
   app_.add_flag("--quiet", quiet_, "print only the result line");
+  app_.add_option("--sync", sync_,
+                  "GROUP:N: start the run together with the other N-1 compute blades of GROUP (one group name per "
+                  "run); the first to open the database populates it, the others attach");
+  app_.add_option("--sync-timeout", sync_timeout_, "seconds to wait for the start group (default 600)")
+      ->check(CLI::Range(0.1, 86400.0));
 }
 
 namespace {
@@ -77,6 +82,7 @@ int BenchMain::run(int argc, char** argv, const std::function<Workload(Transacti
     if (app_.count("--transactions")) config.nr_transactions = transactions_;
     if (app_.count("--backup-degree")) config.backup_degree = backup_degree_;
     if (app_.count("--dump-file")) config.dump_file_path = dump_;
+    if (!sync_.empty()) group_ = ParseStartGroup(sync_);
     const int blades = config.memory_servers.empty() ? blades_ : static_cast<int>(config.memory_servers.size());
     if (config.backup_degree >= blades) {
       throw Error("backup degree " + std::to_string(config.backup_degree) + " needs more than " +
@@ -163,6 +169,7 @@ int BenchMain::run_workload(const Workload& w, const TransactionConfig& config, 
   o.progress = verbose;
   o.history_path = history_;
   if (!check_only_) {
+    JoinStartGroup(initiator, group_, sync_timeout_, bench, verbose);
     r = RunTransactions(db, o, w.body);
     printf("%s\n", ResultLine(prefix, o, r).c_str());
     fflush(stdout);

@@ -21,6 +21,7 @@
 
 #include "database.h"
 #include "smart/config.h"
+#include "smart/start_barrier.h"
 #include "txn_driver.h"
 
 namespace smart::dtx {
@@ -64,6 +65,9 @@ class BenchMain {
   uint64_t transactions_ = 0;
   int64_t expect_delta_ = 0;
   bool verify_ = false, quiet_ = false, check_only_ = false;
+  std::string sync_;            // --sync GROUP:N
+  StartGroup group_;            // --sync, parsed
+  double sync_timeout_ = 600;
 };
 
 }  // namespace smart::dtx

@@ -20,6 +20,7 @@
 #include "smart/command_line.h"
 #include "smart/initiator.h"
 #include "smart/logging.h"
+#include "smart/start_barrier.h"
 #include "smart/task.h"
 #include "smart/ycsb.h"
 #include "smart/ycsb_driver.h"
@@ -40,7 +41,8 @@ uint64_t EmbeddedCapacityMib(uint64_t keys, int key_length, int value_length) {
   return (2 * buckets + 2 * blocks) / (1 << 20) + 1024;
 }
 
-int Run(const YcsbOptions& o, const DataStructureConfig& config, SmartConfig smart_config, bool verbose) {
+int Run(const YcsbOptions& o, const DataStructureConfig& config, SmartConfig smart_config, bool verbose,
+        const StartGroup& group, double sync_timeout) {
   if (hashtable::BlockUnits(o.key_length, o.value_length) > static_cast<size_t>(hashtable::kMaxBlockUnits)) {
     throw Error("key_length + value_length must fit in a 4032-byte block");
   }
@@ -75,6 +77,7 @@ int Run(const YcsbOptions& o, const DataStructureConfig& config, SmartConfig sma
       }
     }
   }
+  JoinStartGroup(initiator, group, sync_timeout, "hashtable_bench", verbose);
   // The table's counters from here on describe the run alone.
   const hashtable::TableStats before = table.stats();
   const YcsbResult r = YcsbRun(store, o);
@@ -131,6 +134,8 @@ int main(int argc, char** argv) {
   uint64_t max_key = 0;
   int key_length = 0, value_length = 0;
   bool no_load = false, quiet = false, verify = false;
+  std::string sync;
+  double sync_timeout = 600;
   app.add_option("NR_THREAD", threads, "client threads")->required();
   app.add_option("NR_CORO", coros, "coroutines per thread")->required();
   app.add_option("--config", config_path, "datastructure.json to use (default: APP_CONFIG_PATH or config/datastructure.json)");
@@ -142,12 +147,18 @@ int main(int argc, char** argv) {
   app.add_option("--zipf", zipf, "zipfian constant in [0, 1)");
   app.add_option("--dump-file", dump, "CSV file to append to (\"\" for none)");
   app.add_flag("--no-load", no_load, "skip loading (the keys are already in the table)");
+  app.add_option("--sync", sync,
+                 "GROUP:N: start the run together with the other N-1 compute blades of GROUP, after this one's load "
+                 "(one group name per run; give the others --no-load)");
+  app.add_option("--sync-timeout", sync_timeout, "seconds to wait for the start group (default 600)")
+      ->check(CLI::Range(0.1, 86400.0));
   app.add_flag("--verify", verify, "values carry their key; every value read is checked, and a wrong one is a failure");
   app.add_flag("--quiet", quiet, "print only the result line");
   SMART_PARSE_COMMAND_LINE(app, argc, argv);
   YcsbOptions o;
   DataStructureConfig config;
   SmartConfig smart_config;
+  StartGroup group;
   try {
     smart_config = SmartConfig::Load();
     smart::ExportProviderEnvironment(smart_config);
@@ -165,6 +176,7 @@ int main(int argc, char** argv) {
     o.coros = coros;
     o.progress = !quiet;
     if (app.count("--dump-file")) config.dump_file_path = dump;
+    if (!sync.empty()) group = ParseStartGroup(sync);
     // Checked against a store of the hash table's kind: no scan.
     struct NoScan : KvStore {
       std::string name() const override { return "the hash table"; }
@@ -181,7 +193,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (quiet) SetVerbose(false);
-    return Run(o, config, smart_config, !quiet);
+    return Run(o, config, smart_config, !quiet, group, sync_timeout);
   } catch (const std::exception& e) {
     fprintf(stderr, "hashtable_bench: %s\n", e.what());
     return 1;

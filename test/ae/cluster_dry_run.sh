@@ -45,6 +45,24 @@ points = [l for l in lines if l.startswith("# fig ")]
 assert len(points) == 8 + 4 + 8 + 6 + 2, "%d points printed" % len(points)
 PY
 
+# Two compute hosts: the scale-out points run the bench on both, started
+# together through a start group of 2 after one of them loaded.
+printf 'memory localhost\ncompute localhost\ncompute 127.0.0.1\n' >"$WORK_DIR/two.txt"
+"$RUN" --cluster "$WORK_DIR/two.txt" --dry-run --bin "$SMART_BIN" --out "$WORK_DIR/out2" --figure 7 \
+  >"$WORK_DIR/two.txt.out" 2>&1 || { cat "$WORK_DIR/two.txt.out"; fail "two-host dry run exited non-zero"; }
+python3 - "$WORK_DIR/two.txt.out" <<'PY' || fail "scale-out points do not start their compute blades together"
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+runs = [l for l in lines if re.match(r"^compute\[localhost,127\.0\.0\.1\]: clush .*hashtable_bench", l)]
+assert runs, "no bench run on both compute hosts"
+for l in runs:
+    m = re.search(r"--sync (ae-[0-9a-f]{12}):(\d+)", l)
+    assert m and m.group(2) == "2", "no --sync GROUP:2 in: " + l
+    assert "--no-load" in l, "a scale-out run that loads again: " + l
+groups = [re.search(r"--sync (\S+):", l).group(1) for l in runs]
+assert len(set(groups)) == len(groups), "two points share a start group name"
+PY
+
 expect_refusal "unknown figure \"99\"" --cluster "$hosts" --dry-run --bin "$SMART_BIN" --figure 99
 printf 'memory localhost\nstorage localhost\n' >"$WORK_DIR/bad.txt"
 expect_refusal "bad.txt:2: expected 'memory HOST' or 'compute HOST', found 'storage localhost'" \

@@ -1,0 +1,46 @@
+/// @file
+/// A synchronized start for several compute blades: each process that runs
+/// a bench against the same memory blades waits until all of them arrived,
+/// so that their timed phases overlap and their rates can be added up
+/// (`--sync GROUP:N` on every bench).
+///
+/// The barrier lives on memory node 0: a named root `sync/GROUP` whose value
+/// is an 8-byte counter. Each compute blade adds one (FAA), then re-reads it
+/// until it reaches N. A group name serves one run: a counter already at N
+/// is an error, so runs against a long-lived memory blade need a new name
+/// each (a run id, a time stamp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "smart/initiator.h"
+#include "smart/status.h"
+
+namespace smart {
+
+/// What `--sync GROUP:N` names.
+struct StartGroup {
+  std::string name;  ///< group name: letters, digits, '.', '_', '-'
+  int size = 0;      ///< compute blades in it (at least 1)
+};
+
+/// Parses `GROUP:N`. Throws smart::Error naming what is wrong.
+StartGroup ParseStartGroup(const std::string& text);
+
+/// Arrives at `group`'s barrier on memory node 0 and waits until all
+/// group.size compute blades did, at most `timeout_ns`. `*arrival` (when
+/// not null) is this blade's place in the order of arrival, from 0. Errors:
+/// kTimedOut naming how many of how many arrived; kInvalidArgument when the
+/// group already had all its blades (a name used twice); the initiator's.
+/// Call from a thread that is not running tasks (the bench's main thread).
+Status WaitForStartGroup(Initiator& initiator, const StartGroup& group, uint64_t timeout_ns, int* arrival = nullptr);
+
+/// For a bench's main thread: WaitForStartGroup, then (when `verbose`) one
+/// line on the log with this blade's place and its arrival and start times
+/// (CLOCK_REALTIME, ns). Does nothing when group.size is 0. Throws
+/// smart::Error, headed by `program`, when the wait fails.
+void JoinStartGroup(Initiator& initiator, const StartGroup& group, double timeout_s, const std::string& program,
+                    bool verbose);
+
+}  // namespace smart

@@ -143,6 +143,7 @@ const Meaning kEnvironment[] = {
     {"", "DUMP_PREFIX", "test_rdma: overrides `dump_prefix`"},
     {"", "DATASET_PATH", "overrides `dataset` of datastructure.json"},
     {"", "ZIPFIAN_CONST", "overrides `zipfian_const`, as an integer percentage (99: 0.99)"},
+    {"", "IDLE_USEC", "hashtable, btree, smallbank and tatp benches: each coroutine idles this many microseconds (yielding to the others) after each operation or committed transaction, to draw latency-throughput curves (`--idle-us` overrides)"},
     {"", "MEMORY_NODES", "use only the first k entries of `memory_servers`"},
 };
 

@@ -17,7 +17,7 @@ PROFILES = {
         "depths": [1, 8], "grid_threads": [2], "max_threads": 2, "zipfs": [0.0, 0.99],
         "datasets": ["ycsb-c"], "max_key": 20000, "rdma_pool_mib": 64,
         "accounts": 20000, "subscribers": 20000, "limit": 40, "rdma_limit": 20, "compute_nodes": [1],
-        "latency_model": True, "repeats": 1, "intervals": [64], "dyn_depth": 64, "nic_model": True,
+        "latency_model": True, "repeats": 1, "intervals": [64], "dyn_depth": 64, "nic_model": True, "idles": [0, 64],
     },
     # Each point three times, in three passes over the figure, so that the
     # other work of a shared machine weighs on every series alike; the plots
@@ -29,6 +29,7 @@ PROFILES = {
         "datasets": ["ycsb-c", "ycsb-b", "ycsb-a"], "max_key": 1000000, "rdma_pool_mib": 256,
         "accounts": 100000, "subscribers": 100000, "limit": 90, "rdma_limit": 25, "compute_nodes": [1],
         "latency_model": True, "repeats": 3, "intervals": [8, 64, 512], "dyn_depth": 64, "nic_model": True,
+        "idles": [0, 2, 8, 32, 128, 512],
     },
     # The paper's settings (REFERENCE 7.1 and the artifact's common.sh); keys
     # are 10 M rather than 100 M so that a point does not spend minutes loading
@@ -41,7 +42,7 @@ PROFILES = {
         "datasets": ["ycsb-c", "ycsb-b", "ycsb-a"], "max_key": 10000000, "rdma_pool_mib": 1024,
         "accounts": 100000, "subscribers": 100000, "limit": 600, "rdma_limit": 120, "compute_nodes": None,
         "latency_model": False, "repeats": 1, "intervals": [8, 16, 32, 64, 128, 256, 512, 1024, 2048],
-        "dyn_depth": 64, "nic_model": False,
+        "dyn_depth": 64, "nic_model": False, "idles": [0, 4, 16, 64, 256, 1024, 4096, 8192],
     },
 }
 
@@ -78,6 +79,8 @@ class Point:
             parts.append("z%g" % self.zipf)
         if self.nodes != 1:
             parts.append("n%d" % self.nodes)
+        if "IDLE_USEC" in self.env:
+            parts.append("idle%s" % self.env["IDLE_USEC"])
         if "--fluctuate" in self.args:
             parts.append("i%s" % self.args[self.args.index("--fluctuate") + 1])
         if self.rep:
@@ -201,9 +204,20 @@ def _latency_variants(p, series):
     return out
 
 
+def _latency_curves(fig, bench, series, p, dataset=None):
+    """Panel "idle": the paper's curve, depth 8 and IDLE_USEC from 0 up; panel
+    "coroutines": no idle time, 1 to 16 coroutines per thread."""
+    out = []
+    for s, opts, v in _latency_variants(p, series):
+        out += [Point(fig, s, bench, p["max_threads"], 8, i, opts=opts, dataset=dataset, variant=v,
+                      env={"IDLE_USEC": str(i)}, panel="idle") for i in p["idles"]]
+        out += [Point(fig, s, bench, p["max_threads"], d, d, opts=opts, dataset=dataset, variant=v,
+                      panel="coroutines") for d in p["depths"] if d <= 16]
+    return out
+
+
 def fig9(p):
-    return [Point("9", s, "hashtable", p["max_threads"], d, d, opts=opts, dataset="ycsb-c", variant=v)
-            for s, opts, v in _latency_variants(p, (HT_SERIES[0], HT_SERIES[3])) for d in p["depths"] if d <= 16]
+    return _latency_curves("9", "hashtable", (HT_SERIES[0], HT_SERIES[3]), p, dataset="ycsb-c")
 
 
 CA_SERIES = [
@@ -242,15 +256,15 @@ def fig10(p):
 
 
 def fig11(p):
-    return [Point("11", s, "smallbank", p["max_threads"], d, d, opts=opts, variant=v)
-            for s, opts, v in _latency_variants(p, DTX_SERIES) for d in p["depths"] if d <= 16]
+    return _latency_curves("11", "smallbank", DTX_SERIES, p)
 
 
-NO_IDLE = ("The paper draws this curve by adding idle time after each operation (IDLE_USEC); "
-           "the benches here have no idle-time knob, so the load is varied by the coroutines per "
-           "thread instead (1 to 16), at the largest thread count. On shm a completion is there as "
-           "soon as it is polled, so there is no latency to hide; in local mode the series marked "
-           "'(shm +2us)' run with the shm transport's round-trip model (shm.latency_ns = 2000).")
+LATENCY_NOTES = ("Two panels. 'idle' is the paper's curve: 8 coroutines per thread, each idling IDLE_USEC "
+                 "microseconds after each operation (0 up to the profile's largest), at the largest thread "
+                 "count. 'coroutines' varies the work in flight instead (1 to 16 coroutines per thread, no idle "
+                 "time). On shm a completion is there as soon as it is polled, so there is no latency to hide; "
+                 "in local mode the series marked '(shm +2us)' run with the shm transport's round-trip model "
+                 "(shm.latency_ns = 2000).")
 
 FIGURES = [
     Figure("3a", "Fig. 3a: 8-B READ, depth 8, QP sharing vs per-thread doorbell", "test_rdma",
@@ -287,7 +301,7 @@ FIGURES = [
            "the techniques together beat RACE, and throughput scales with threads", "threads", "Mops", fig8),
     Figure("9", "Fig. 9: SMART-HT latency vs throughput (ycsb-c)", "hashtable",
            "coroutines hide latency: more work in flight, more throughput", "Mops", "latency (us)", fig9,
-           notes=NO_IDLE, kind="latency"),
+           notes=LATENCY_NOTES, kind="latency"),
     Figure("14", "Fig. 14: update-only, conflict avoidance step by step", "hashtable",
            "conflict avoidance cuts retries per op", "threads", "Mops", fig14),
     Figure("12", "Fig. 12: SMART-BT over threads (scale-up)", "btree",
@@ -300,7 +314,7 @@ FIGURES = [
            "committed Mtxn/s", fig10),
     Figure("11", "Fig. 11: SmallBank latency vs throughput", "smallbank",
            "coroutines hide latency: more work in flight, more throughput", "committed Mtxn/s",
-           "latency (us)", fig11, notes=NO_IDLE, kind="latency"),
+           "latency (us)", fig11, notes=LATENCY_NOTES, kind="latency"),
 ]
 
 BY_ID = {f.id: f for f in FIGURES}

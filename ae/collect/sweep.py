@@ -168,7 +168,7 @@ def run_local(point, argv, env, log_path, csv_path, limit):
     """Runs one point on this machine. Returns (rc, log text, csv lines)."""
     full_env = dict(os.environ)
     for k in ("SMART_OPTS", "DISABLE_CORO_THROT", "MAX_BACKOFF_CYCLE_LOG2", "QP_NUM", "TYPE", "BLKSIZE",
-              "ZIPFIAN_CONST", "DATASET_PATH", "MEMORY_NODES", "SMART_FAULTS"):
+              "ZIPFIAN_CONST", "DATASET_PATH", "MEMORY_NODES", "SMART_FAULTS", "IDLE_USEC"):
         full_env.pop(k, None)
     full_env.update({k: v.replace("@CSV@", csv_path) for k, v in env.items()})
     argv = [a.replace("@CSV@", csv_path) for a in argv]

@@ -36,6 +36,10 @@ PANELS = {
            ("ycsb-c", "round_trips_per_op", "ycsb-c: round trips per op", "-")],
     "10": [("smallbank", "committed_mtxn_s", "SmallBank", "smallbank"),
            ("tatp", "committed_mtxn_s", "TATP", "tatp")],
+    "9": [("idle", "latency", "idle time after each op, 0 up", None),
+          ("coroutines", "latency", "1-16 coroutines per thread, no idle", "-")],
+    "11": [("idle", "latency", "idle time after each txn, 0 up", None),
+           ("coroutines", "latency", "1-16 coroutines per thread, no idle", "-")],
 }
 YLABEL = {"iops_m": "Mops", "mops": "Mops", "committed_mtxn_s": "committed Mtxn/s",
           "retries_per_op": "retries per op", "round_trips_per_op": "round trips per op"}

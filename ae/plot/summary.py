@@ -144,11 +144,19 @@ def rules_for(fid):
                                            "%s most / 1 thread" % p) for p in panels(d)])]
     if fid in ("9", "11"):
         name = "SMART-HT" if fid == "9" else "SMART-DTX"
+        base = "RACE" if fid == "9" else "FORD+"
         return [("coroutines hide latency",
                  "%s throughput at 16 / at 1 coroutine per thread > %.2f (on shm: the +2us latency model)" % (
                      name, THRESHOLD),
-                 lambda d, l: [ratio_claim(value(d, None, pick(d, name, l)), value(d, None, pick(d, name, l), at="min"),
-                                           "%s most / 1 coroutine" % pick(d, name, l))])]
+                 lambda d, l: [ratio_claim(value(d, "coroutines", pick(d, name, l)),
+                                           value(d, "coroutines", pick(d, name, l), at="min"),
+                                           "%s most / 1 coroutine" % pick(d, name, l))]),
+                ("%s sustains more load than %s" % (name, base),
+                 "%s / %s throughput with no idle time > %.2f (on shm: the +2us latency model)" % (
+                     name, base, THRESHOLD),
+                 lambda d, l: [ratio_claim(value(d, "idle", pick(d, name, l), at="min"),
+                                           value(d, "idle", pick(d, base, l), at="min"),
+                                           "%s / %s at idle 0" % (pick(d, name, l), pick(d, base, l)))])]
     if fid == "14":
         return [("conflict avoidance cuts retries per op",
                  "retries per op without ConflictAvoid / with it (+CoroThrot) %s > %.2f" % (most, THRESHOLD),

@@ -52,6 +52,7 @@ struct Flags {
   std::string sync;
   StartGroup group;
   double sync_timeout = 600;
+  uint64_t idle_us = 0;
 };
 
 int Run(const YcsbOptions& o, const Flags& f, const DataStructureConfig& config, SmartConfig smart_config,
@@ -168,6 +169,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-combine", f.no_combine,
                "no command combination: a write-back's release CAS waits for the write (one more round trip)");
   app.add_flag("--no-load", f.no_load, "skip loading (the keys are already in the tree)");
+  app.add_option("--idle-us", f.idle_us,
+                 "microseconds each coroutine idles after each operation, to lower the load (default: IDLE_USEC, else 0)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{10000000}));
   app.add_option("--sync", f.sync,
                  "GROUP:N: start the run together with the other N-1 compute blades of GROUP, after this one's load "
                  "(one group name per run; give the others --no-load)");
@@ -195,6 +199,7 @@ int main(int argc, char** argv) {
     o.zipf = app.count("--zipf") ? f.zipf : config.zipfian_const;
     o.duration = app.count("--duration") ? f.duration : config.duration;
     o.rehash_key = config.rehash_key;
+    o.idle_ns = (app.count("--idle-us") ? f.idle_us : config.idle_us) * 1000;
     o.load = config.insert_before_execution && !f.no_load;
     o.verify = f.verify;
     o.threads = threads;

@@ -46,6 +46,10 @@ BenchMain::BenchMain(std::string name, const std::string& about)
   app_.add_option("--sync", sync_,
                   "GROUP:N: start the run together with the other N-1 compute blades of GROUP (one group name per "
                   "run); the first to open the database populates it, the others attach");
+  app_.add_option("--idle-us", idle_us_,
+                  "microseconds each coroutine idles after each committed transaction, to lower the load (default: "
+                  "IDLE_USEC, else 0)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{10000000}));
   app_.add_option("--sync-timeout", sync_timeout_, "seconds to wait for the start group (default 600)")
       ->check(CLI::Range(0.1, 86400.0));
 }
@@ -83,6 +87,7 @@ int BenchMain::run(int argc, char** argv, const std::function<Workload(Transacti
     if (app_.count("--backup-degree")) config.backup_degree = backup_degree_;
     if (app_.count("--dump-file")) config.dump_file_path = dump_;
     if (!sync_.empty()) group_ = ParseStartGroup(sync_);
+    if (app_.count("--idle-us")) config.idle_us = idle_us_;
     const int blades = config.memory_servers.empty() ? blades_ : static_cast<int>(config.memory_servers.size());
     if (config.backup_degree >= blades) {
       throw Error("backup degree " + std::to_string(config.backup_degree) + " needs more than " +
@@ -168,6 +173,7 @@ int BenchMain::run_workload(const Workload& w, const TransactionConfig& config, 
   o.transactions = config.nr_transactions;
   o.progress = verbose;
   o.history_path = history_;
+  o.idle_ns = config.idle_us * 1000;
   if (!check_only_) {
     JoinStartGroup(initiator, group_, sync_timeout_, bench, verbose);
     r = RunTransactions(db, o, w.body);

@@ -68,6 +68,7 @@ class BenchMain {
   std::string sync_;            // --sync GROUP:N
   StartGroup group_;            // --sync, parsed
   double sync_timeout_ = 600;
+  uint64_t idle_us_ = 0;         // --idle-us
 };
 
 }  // namespace smart::dtx

@@ -73,6 +73,7 @@ TxRunResult RunTransactions(Database& db, const TxDriverOptions& o, const TxBody
                   w.history += FormatHistoryLine(tx.id(), accesses);
                   w.history += '\n';
                 }
+                IdleTask(o.idle_ns, control);
                 break;
               }
               case TxOutcome::kConflict:

@@ -66,6 +66,7 @@ struct TxDriverOptions {
   uint64_t transactions = 0;
   bool progress = false;        ///< progress of a counted run on a terminal
   std::string history_path;     ///< "": none; else each committed transaction's accesses, one line each
+  uint64_t idle_ns = 0;         ///< each coroutine idles this long after each commit (IDLE_USEC)
 };
 
 struct TxRunResult {

@@ -136,6 +136,7 @@ int main(int argc, char** argv) {
   bool no_load = false, quiet = false, verify = false;
   std::string sync;
   double sync_timeout = 600;
+  uint64_t idle_us = 0;
   app.add_option("NR_THREAD", threads, "client threads")->required();
   app.add_option("NR_CORO", coros, "coroutines per thread")->required();
   app.add_option("--config", config_path, "datastructure.json to use (default: APP_CONFIG_PATH or config/datastructure.json)");
@@ -147,6 +148,9 @@ int main(int argc, char** argv) {
   app.add_option("--zipf", zipf, "zipfian constant in [0, 1)");
   app.add_option("--dump-file", dump, "CSV file to append to (\"\" for none)");
   app.add_flag("--no-load", no_load, "skip loading (the keys are already in the table)");
+  app.add_option("--idle-us", idle_us,
+                 "microseconds each coroutine idles after each operation, to lower the load (default: IDLE_USEC, else 0)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{10000000}));
   app.add_option("--sync", sync,
                  "GROUP:N: start the run together with the other N-1 compute blades of GROUP, after this one's load "
                  "(one group name per run; give the others --no-load)");
@@ -170,6 +174,7 @@ int main(int argc, char** argv) {
     o.zipf = app.count("--zipf") ? zipf : config.zipfian_const;
     o.duration = app.count("--duration") ? duration : config.duration;
     o.rehash_key = config.rehash_key;
+    o.idle_ns = (app.count("--idle-us") ? idle_us : config.idle_us) * 1000;
     o.load = config.insert_before_execution && !no_load;
     o.verify = verify;
     o.threads = threads;

@@ -76,6 +76,11 @@ class RunControl {
   std::atomic<bool> stop_{false};
 };
 
+/// Idles the calling task for `ns` nanoseconds, yielding to the thread's
+/// other tasks, or until `control` stops (upstream's IDLE_USEC, which
+/// lowers the offered load to draw latency-throughput curves).
+void IdleTask(uint64_t ns, const RunControl& control);
+
 /// A progress line on stderr, redrawn in place on a terminal and silent in a
 /// pipe (a final summary line is printed either way by the caller).
 class Progress {

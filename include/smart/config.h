@@ -209,6 +209,7 @@ struct DataStructureConfig {
   int value_length = 8;        ///< bytes of a value
   bool rehash_key = false;     ///< permute key ids before formatting
   double duration = 15;        ///< seconds measured
+  uint64_t idle_us = 0;        ///< IDLE_USEC: a task idles this long after each operation
   double zipfian_const = 0.99;  ///< skew of the key popularity
   std::vector<ServerAddress> memory_servers;  ///< empty: embedded memory blade
 
@@ -232,6 +233,7 @@ struct TransactionConfig {
   uint64_t tatp_subscribers = 100000;         ///< tatp.num_subscriber
   uint64_t nr_transactions = 60000000;        ///< attempts, split over threads x coroutines (duration 0)
   double duration = 0;                        ///< seconds to run; 0: run nr_transactions instead
+  uint64_t idle_us = 0;                       ///< IDLE_USEC: a task idles this long after each commit
   int backup_degree = 1;                      ///< backups of every table (below the blade count)
   std::string dump_file_path = "dtx.csv";     ///< CSV file results are appended to
 

@@ -28,6 +28,7 @@ struct YcsbOptions {
   int threads = 1;  ///< worker threads
   int coros = 1;  ///< coroutines per thread
   bool progress = true;  ///< a progress line while loading (on a terminal)
+  uint64_t idle_ns = 0;  ///< each coroutine idles this long after each operation (IDLE_USEC)
 };
 
 /// Throws smart::Error naming the first value that makes no sense: an

@@ -132,4 +132,10 @@ EmbeddedMemoryBlade::EmbeddedMemoryBlade(const SmartConfig& config, uint64_t cap
   target_->start();
 }
 
+void IdleTask(uint64_t ns, const RunControl& control) {
+  if (ns == 0) return;
+  const uint64_t until = Cycles() + static_cast<uint64_t>(static_cast<double>(ns) * CyclesPerNanosecond());
+  while (Cycles() < until && !control.stopped()) this_task::yield();
+}
+
 }  // namespace smart

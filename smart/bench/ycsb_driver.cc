@@ -165,7 +165,10 @@ YcsbResult YcsbRun(KvStore& store, const YcsbOptions& o) {
           };
           std::vector<std::pair<std::string, std::string>> scanned;
           control.ready_and_wait();
+          bool first = true;
           while (!control.stopped()) {
+            if (!first) IdleTask(o.idle_ns, control);
+            first = false;
             const ycsb::Operation op = generator.next();
             kid = key_id(op.key);
             ycsb::FormatKey(kid, o.key_length, key);

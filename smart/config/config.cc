@@ -514,6 +514,19 @@ void ReadMemoryServers(ConfigReader& r, bool required, std::vector<ServerAddress
   }
 }
 
+// IDLE_USEC=n: each task idles n microseconds after each operation or
+// committed transaction (upstream's knob for latency-throughput curves).
+void ApplyIdle(uint64_t* idle_us) {
+  std::string value;
+  if (!GetEnv("IDLE_USEC", &value)) return;
+  char* end = nullptr;
+  const long long us = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || us < 0 || us > 10000000) {
+    throw Error("IDLE_USEC: expected microseconds 0..10000000, found \"" + value + "\"");
+  }
+  *idle_us = static_cast<uint64_t>(us);
+}
+
 // MEMORY_NODES=k: use only the first k memory servers.
 void ApplyMemoryNodes(std::vector<ServerAddress>* servers) {
   std::string value;
@@ -577,6 +590,7 @@ void DataStructureConfig::ApplyEnvironment() {
     }
     zipfian_const = static_cast<double>(percent) / 100.0;
   }
+  ApplyIdle(&idle_us);
   ApplyMemoryNodes(&memory_servers);
 }
 
@@ -617,6 +631,7 @@ TransactionConfig TransactionConfig::Load(const std::string& explicit_path) {
   TransactionConfig c = Parse(ReadTextFile(path, "transaction config file"), path);
   std::string value;
   if (GetEnv("DUMP_FILE_PATH", &value)) c.dump_file_path = value;
+  ApplyIdle(&c.idle_us);
   ApplyMemoryNodes(&c.memory_servers);
   return c;
 }

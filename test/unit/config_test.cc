@@ -254,6 +254,21 @@ TEST(ServerAddresses, ServersAndMemoryServersAcceptTheSameForms) {
   EXPECT_EQ(d.memory_servers[2].port, 7);
 }
 
+TEST(BenchEnvironment, IdleUsecIsReadAndChecked) {
+  const std::string path = ::testing::TempDir() + "/datastructure.json";
+  {
+    std::ifstream in(std::string(SMART_SOURCE_DIR) + "/config/datastructure.json");
+    std::ofstream out(path);
+    out << in.rdbuf();
+  }
+  setenv("IDLE_USEC", "250", 1);
+  EXPECT_EQ(DataStructureConfig::Load(path).idle_us, 250u);
+  setenv("IDLE_USEC", "-3", 1);
+  ExpectConfigError([&] { DataStructureConfig::Load(path); }, {"IDLE_USEC", "-3"});
+  unsetenv("IDLE_USEC");
+  EXPECT_EQ(DataStructureConfig::Load(path).idle_us, 0u);
+}
+
 TEST(ServerAddresses, BadAddressesNameWhatIsWrong) {
   // memory_servers has no port key to fall back on.
   ExpectConfigError(

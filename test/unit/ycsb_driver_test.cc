@@ -102,6 +102,19 @@ TEST(YcsbDriver, LoadsEveryKeyAndCountsOnlySuccesses) {
   EXPECT_EQ(r.latency.count(), r.succeeded);
 }
 
+TEST(YcsbDriver, IdleTimeBoundsTheOperationsOfEachCoroutine) {
+  MapStore store;
+  YcsbOptions o = Small("ycsb-c");
+  YcsbLoad(store, o);
+  o.idle_ns = 20000000;  // 20 ms after each operation
+  const YcsbResult r = YcsbRun(store, o);
+  // Each of the 4 coroutines does one operation, then one more per 20 ms
+  // of the run at most, however fast the machine.
+  const double per_task = 1 + r.seconds / 0.020;
+  EXPECT_GT(r.succeeded, 0u);
+  EXPECT_LE(static_cast<double>(r.succeeded), 4 * (per_task + 1)) << r.seconds << " s";
+}
+
 TEST(YcsbDriver, ScansCountTheKeysTheyReturned) {
   MapStore store;
   store.scans = true;

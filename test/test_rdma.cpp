@@ -150,6 +150,7 @@ int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int thread
       const uint64_t base = static_cast<uint64_t>(index) * segment + kChunkSize;
       const uint64_t slots = (segment - kChunkSize) / block;
       TaskPool pool(TaskPoolOptions{64 * 1024, depth});
+      int parked = 0;  // this thread's tasks idle under a fluctuating load
       if (initiator.transport() == TransportKind::kShm) {
         // On shm the first access to each page of the pool is a page fault,
         // which a NIC never takes: touch every page of the segment once
@@ -178,12 +179,27 @@ int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int thread
           control.ready_and_wait();
           uint64_t expected = 0;
           start_ns.compare_exchange_strong(expected, NowNs());
+          bool is_parked = false;
           while (!control.stopped()) {
             if (fluctuation.enabled() && !fluctuation.active(index, NowNs() - start_ns.load())) {
-              // Idle while inactive; sleeping (rather than upstream's
-              // pause loop) leaves the cores to the active threads.
-              std::this_thread::sleep_for(std::chrono::microseconds(100));
+              // Inactive: park, and let the thread's other tasks finish
+              // the requests they have in flight. Once all are parked the
+              // thread sleeps (rather than upstream's pause loop), leaving
+              // the cores to the active threads.
+              if (!is_parked) {
+                is_parked = true;
+                ++parked;
+              }
+              if (parked == depth) {
+                std::this_thread::sleep_for(std::chrono::microseconds(100));
+              } else {
+                this_task::yield();
+              }
               continue;
+            }
+            if (is_parked) {
+              is_parked = false;
+              --parked;
             }
             const GlobalAddress addr(0, base + pick(rng) * block);
             const bool timed = (local_ops & kLatencySampleMask) == 0;
@@ -306,7 +322,6 @@ int main(int argc, char** argv) {
         return 2;
       }
       if (interval_ms == 0) interval_ms = positional.size() == 3 ? positional[2] : 1000;
-      if (type.empty()) config.type = "read";  // upstream's test_rdma_dyn issues READs only
     }
     return RunClient(smart_config, config, positional[0], positional[1], local, interval_ms);
   } catch (const std::exception& e) {

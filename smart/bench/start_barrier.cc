@@ -16,6 +16,9 @@ namespace smart {
 namespace {
 
 constexpr const char* kPrefix = "sync/";
+// Added to the counter by a blade that gave up waiting: the others, and any
+// that arrive later, fail instead of starting without it.
+constexpr uint64_t kAbandoned = uint64_t{1} << 40;
 
 std::string Describe(const StartGroup& group) {
   return "start group \"" + group.name + "\" of " + std::to_string(group.size) + " compute blade" +
@@ -79,6 +82,10 @@ Status WaitForStartGroup(Initiator& initiator, const StartGroup& group, uint64_t
   Status s = initiator.fetch_and_add(word, counter, 1);
   if (!s.ok()) return Status(s.code(), Describe(group) + ": arriving: " + s.ToString());
   const uint64_t ticket = *word;
+  if (ticket >= kAbandoned) {
+    return Status::InvalidArgument(Describe(group) + ": abandoned, a compute blade of it gave up waiting before all "
+                                   "arrived; start all of them again under a new group name");
+  }
   if (ticket >= static_cast<uint64_t>(group.size)) {
     return Status::InvalidArgument(Describe(group) + ": " + std::to_string(ticket) +
                                    " compute blades arrived before this one: the group name was used before (give "
@@ -89,10 +96,24 @@ Status WaitForStartGroup(Initiator& initiator, const StartGroup& group, uint64_t
   for (;;) {
     s = initiator.read(word, counter, sizeof(uint64_t));
     if (!s.ok()) return Status(s.code(), Describe(group) + ": waiting: " + s.ToString());
+    if (*word >= kAbandoned) {
+      return Status::InvalidArgument(Describe(group) + ": abandoned, another compute blade of it gave up waiting; "
+                                     "start all of them again under a new group name");
+    }
     if (*word >= static_cast<uint64_t>(group.size)) return Status::OK();
     if (NowNs() >= deadline) {
-      return Status::TimedOut(Describe(group) + ": " + std::to_string(*word) + " of " + std::to_string(group.size) +
-                              " arrived within " + std::to_string(timeout_ns / 1000000000) + " s");
+      // Leave a mark, so that no blade of the group starts without this
+      // one: only while the count is still short, so that no blade can have
+      // started already. A CAS that fails means one more arrived: look again.
+      const uint64_t arrived = *word;
+      s = initiator.compare_and_swap(word, counter, arrived, arrived + kAbandoned);
+      if (!s.ok()) return Status(s.code(), Describe(group) + ": giving up: " + s.ToString());
+      if (*word == arrived) {
+        return Status::TimedOut(Describe(group) + ": " + std::to_string(arrived) + " of " +
+                                std::to_string(group.size) + " arrived within " +
+                                std::to_string(timeout_ns / 1000000000) + " s");
+      }
+      continue;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
     pause_us = std::min<uint64_t>(pause_us * 2, 1000);

@@ -167,7 +167,10 @@ YcsbResult YcsbRun(KvStore& store, const YcsbOptions& o) {
           control.ready_and_wait();
           bool first = true;
           while (!control.stopped()) {
-            if (!first) IdleTask(o.idle_ns, control);
+            if (!first) {
+              IdleTask(o.idle_ns, control);
+              if (control.stopped()) break;  // no operation after the measured window
+            }
             first = false;
             const ycsb::Operation op = generator.next();
             kid = key_id(op.key);

@@ -5,8 +5,9 @@
 # and none may start before the loader arrived, that is before the keys
 # were in: a run without the barrier would find keys missing. Their CSV
 # lines combine into one (tools/combine_results.py) whose counts are the
-# sums. A group with a member missing times out naming how many arrived,
-# and a group name used twice is refused.
+# sums. A group with a member missing times out naming how many arrived
+# and is abandoned (its late member refuses to run alone), and a group name
+# used twice is refused.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/hashtable_lib.sh"
 start_hashtable_blade 512
@@ -66,7 +67,10 @@ PY
 # A member missing: the wait ends, naming how many arrived.
 if bench lonely --no-load --sync g2:2 --sync-timeout 1; then fail "a start group of 2 started with 1"; fi
 grep -q "1 of 2 arrived" "$WORK_DIR/lonely.log" || { cat "$WORK_DIR/lonely.log"; fail "no 'of 2 arrived' in the error"; }
+# Its partner, late: the group was abandoned, so it does not run alone.
+if bench late --no-load --sync g2:2 --sync-timeout 5; then fail "a blade ran alone in an abandoned group"; fi
+grep -q "abandoned" "$WORK_DIR/late.log" || { cat "$WORK_DIR/late.log"; fail "no 'abandoned' in the error"; }
 # The same name again: refused.
 if bench again --no-load --sync g1:3 --sync-timeout 5; then fail "a used start group name was accepted"; fi
 grep -q "used before" "$WORK_DIR/again.log" || { cat "$WORK_DIR/again.log"; fail "no 'used before' in the error"; }
-pass "three compute blades started together after the load; combined line; timeout and reused names refused"
+pass "three compute blades started together after the load; combined line; timeout, abandoned group and reused name refused"

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "smart/status.h"
+#include "smart/task.h"
 #include "smart/transport.h"
 #include "smart/transport/shm/nic_model.h"
 #include "smart/transport/shm/shm_transport.h"
@@ -49,10 +50,19 @@ TEST(NicModelTest, RequestsBeyondTheCacheCostTheirMissShare) {
   EXPECT_DOUBLE_EQ(nic.request_cycles(16), 1750.0);  // three quarters miss
   EXPECT_EQ(nic.admit(0, 4), 4000u);
   EXPECT_EQ(nic.admit(0, 4), 4000u + 4 * 1500u);  // eight outstanding now
-  EXPECT_EQ(nic.outstanding(), 8u);
-  nic.retire(8);
-  EXPECT_EQ(nic.outstanding(), 0u);
+  EXPECT_EQ(nic.outstanding(0), 8u);
+  EXPECT_EQ(nic.outstanding(4000), 4u);   // the first four are done
+  EXPECT_EQ(nic.outstanding(10000), 0u);  // all done, polled or not
   EXPECT_EQ(nic.admit(20000, 1), 21000u);  // back within the cache
+}
+
+TEST(NicModelTest, ARequestStaysOutstandingForItsRoundTrip) {
+  NicModel nic(Params(1.0, 1, 1000), 1.0, 500);  // 1000 cycles on the device, then 500 to answer
+  EXPECT_EQ(nic.admit(0, 1), 1000u);
+  EXPECT_EQ(nic.outstanding(1200), 1u);
+  EXPECT_EQ(nic.admit(1200, 1), 1200u + 1500u);  // two in flight, the cache holds one: half a miss more
+  EXPECT_EQ(nic.outstanding(1500), 1u);
+  EXPECT_EQ(nic.outstanding(3200), 0u);
 }
 
 TEST(NicModelTest, ThroughputFallsOnceTheCacheOverflows) {
@@ -188,10 +198,10 @@ TEST_F(NicModelTransportTest, ACappedDeviceIsNeverFasterThanItsCap) {
   const auto elapsed = std::chrono::steady_clock::now() - start;
   EXPECT_GE(elapsed, std::chrono::microseconds(100 * 20));
   for (int i = 0; i < 64; ++i) EXPECT_EQ(q->buffer[i], 1000u + static_cast<uint64_t>(i));
-  EXPECT_EQ(nic()->outstanding(), 0u);  // every polled request left the device
+  EXPECT_EQ(nic()->outstanding(Cycles()), 0u);  // every request polled was done
 }
 
-TEST_F(NicModelTransportTest, RequestsLeftInADestroyedQueueLeaveTheDevice) {
+TEST_F(NicModelTransportTest, RequestsLeaveTheDeviceWhenDoneEvenIfNeverPolled) {
   Open(R"({"enabled": true, "rate_mops": 0.001})");  // 1 ms a request: none is ready soon
   auto q = MakeQueue(true);
   ibv_sge sge{reinterpret_cast<uint64_t>(q->buffer.data()), 8, q->mr->lkey()};
@@ -203,12 +213,15 @@ TEST_F(NicModelTransportTest, RequestsLeftInADestroyedQueueLeaveTheDevice) {
   wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(pool_->addr());
   wr.wr.rdma.rkey = pool_->rkey();
   ibv_send_wr* bad = nullptr;
+  const uint64_t posted = Cycles();
   ASSERT_EQ(q->qp->post_send(&wr, &bad), 0);
   ASSERT_EQ(q->qp->post_send(&wr, &bad), 0);
-  EXPECT_EQ(nic()->outstanding(), 2u);
+  EXPECT_EQ(nic()->outstanding(posted), 2u);
   q->qp.reset();
   q->cq.reset();
-  EXPECT_EQ(nic()->outstanding(), 0u);
+  // Two requests of 1 ms each are done within 3 ms of their post.
+  const uint64_t later = posted + static_cast<uint64_t>(3e6 * CyclesPerNanosecond());
+  EXPECT_EQ(nic()->outstanding(later), 0u);
 }
 
 TEST_F(NicModelTransportTest, ThreadsShareDoorbellsOnlyWithoutAThreadDomain) {

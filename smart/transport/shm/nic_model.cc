@@ -33,7 +33,8 @@ bool NicDoorbell::ring(int thread, uint64_t handoff_cycles) {
   return handoff;
 }
 
-NicModel::NicModel(const Params& params, double cycles_per_ns) : params_(params) {
+NicModel::NicModel(const Params& params, double cycles_per_ns, uint64_t latency_cycles)
+    : params_(params), latency_cycles_(latency_cycles) {
   if (!(params.rate_mops > 0)) throw Error("shm.nic_model.rate_mops must be positive");
   if (params.wr_cache_entries < 1) throw Error("shm.nic_model.wr_cache_entries must be at least 1");
   if (params.shared_doorbells < 1) throw Error("shm.nic_model.shared_doorbells must be at least 1");
@@ -52,15 +53,28 @@ double NicModel::request_cycles(uint64_t outstanding) const {
   return base_cycles_ + miss * miss_cycles_;
 }
 
+void NicModel::expire(uint64_t now) {
+  while (!in_flight_.empty() && in_flight_.front().due <= now) {
+    outstanding_ -= in_flight_.front().count;
+    in_flight_.pop_front();
+  }
+}
+
 uint64_t NicModel::admit(uint64_t now, uint32_t count) {
-  const uint64_t outstanding = outstanding_.fetch_add(count, std::memory_order_relaxed) + count;
-  const uint64_t work = std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(request_cycles(outstanding) * count)));
-  uint64_t busy = busy_until_.load(std::memory_order_relaxed);
-  uint64_t done;
-  do {
-    done = std::max(now, busy) + work;
-  } while (!busy_until_.compare_exchange_weak(busy, done, std::memory_order_relaxed));
+  std::lock_guard<std::mutex> lock(mutex_);
+  expire(now);
+  outstanding_ += count;
+  const uint64_t work = std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(request_cycles(outstanding_) * count)));
+  const uint64_t done = std::max(now, busy_until_) + work;
+  busy_until_ = done;
+  in_flight_.push_back(Batch{done + latency_cycles_, count});
   return done;
+}
+
+uint64_t NicModel::outstanding(uint64_t now) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  expire(now);
+  return outstanding_;
 }
 
 NicDoorbell* NicModel::doorbell_for_new_qp(bool has_thread_domain) {

@@ -5,9 +5,11 @@
 //   - a message-rate cap: the device carries out one request at a time,
 //     each taking 1 / rate_mops microseconds of device time;
 //   - a work-request cache: while more requests are outstanding on the
-//     device than it keeps on chip, a request misses with the probability
-//     (outstanding - entries) / outstanding, and a miss costs wr_miss_ns
-//     more device time (its WQE and QP context fetched over PCIe);
+//     device (posted, and not yet answered: until their completion is due,
+//     whether or not anyone polled it) than it keeps on chip, a request
+//     misses with the probability (outstanding - entries) / outstanding, and
+//     a miss costs wr_miss_ns more device time (its WQE and QP context
+//     fetched over PCIe);
 //   - doorbells: queue pairs created without a thread domain share
 //     `shared_doorbells` doorbells; ringing one is serialised with every
 //     other thread ringing it, and costs doorbell_handoff_ns when another
@@ -21,7 +23,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -47,19 +51,21 @@ class NicModel {
  public:
   using Params = decltype(SmartConfig{}.shm.nic_model);
 
-  // Throws smart::Error naming a parameter out of range.
-  NicModel(const Params& params, double cycles_per_ns);
+  // `latency_cycles`: the round trip after the device carried a request
+  // out, during which it is still outstanding. Throws smart::Error naming a
+  // parameter out of range.
+  NicModel(const Params& params, double cycles_per_ns, uint64_t latency_cycles = 0);
 
   // Admits `count` requests posted at cycle `now`: they queue behind every
   // request admitted before. Returns the cycle at which the device has
-  // carried out the last of them.
+  // carried out the last of them (their completions are due a round trip
+  // later).
   uint64_t admit(uint64_t now, uint32_t count);
-  // `count` admitted requests left the device (their completions polled).
-  void retire(uint64_t count) { outstanding_.fetch_sub(count, std::memory_order_relaxed); }
   // Expected device cycles of one request while `outstanding` requests
   // (itself included) are on the device.
   double request_cycles(uint64_t outstanding) const;
-  uint64_t outstanding() const { return outstanding_.load(std::memory_order_relaxed); }
+  // Requests admitted whose completions are not yet due at cycle `now`.
+  uint64_t outstanding(uint64_t now);
 
   // The doorbell of a new queue pair: nullptr (its own, free to ring) with
   // a thread domain, else the next shared one, round robin.
@@ -71,14 +77,26 @@ class NicModel {
   std::string description() const;
 
  private:
+  // Drops the batches whose completions are due by `now`. Holds mutex_.
+  void expire(uint64_t now);
+
+  struct Batch {
+    uint64_t due;    // cycle its completions are due
+    uint32_t count;  // requests
+  };
+
   Params params_;
   double base_cycles_;  // device time of a request the cache holds
   double miss_cycles_;  // extra device time of a miss
   uint64_t handoff_cycles_;
+  uint64_t latency_cycles_;
   std::vector<std::unique_ptr<NicDoorbell>> doorbells_;
   std::atomic<uint32_t> next_doorbell_{0};
-  alignas(64) std::atomic<uint64_t> busy_until_{0};  // cycle at which the device is idle
-  alignas(64) std::atomic<uint64_t> outstanding_{0};
+  // The device: one request at a time, in admission order.
+  alignas(64) std::mutex mutex_;
+  uint64_t busy_until_ = 0;    // cycle at which the device is idle
+  uint64_t outstanding_ = 0;   // sum of in_flight_'s counts
+  std::deque<Batch> in_flight_;  // due times never decrease
 };
 
 }  // namespace smart::shm

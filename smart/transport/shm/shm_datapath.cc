@@ -336,17 +336,12 @@ int ShmQueuePair::post_concurrent(ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   return 0;
 }
 
-ShmCompletionQueue::ShmCompletionQueue(int depth, uint64_t latency_cycles, bool concurrent, NicModel* nic)
-    : latency_cycles_(latency_cycles), nic_(nic), timed_(latency_cycles != 0 || nic != nullptr), concurrent_(concurrent) {
+ShmCompletionQueue::ShmCompletionQueue(int depth, uint64_t latency_cycles, bool concurrent, bool timed)
+    : latency_cycles_(latency_cycles), timed_(timed || latency_cycles != 0), concurrent_(concurrent) {
   uint64_t size = 1;
   while (size < static_cast<uint64_t>(depth)) size <<= 1;
   ring_.resize(size);
   mask_ = size - 1;
-}
-
-ShmCompletionQueue::~ShmCompletionQueue() {
-  // Requests never polled leave the modelled device with their queue.
-  if (nic_ != nullptr) nic_->retire(tail_ - head_);
 }
 
 int ShmCompletionQueue::poll(int max_entries, ibv_wc* wc) {
@@ -393,7 +388,6 @@ inline uint64_t ShmCompletionQueue::ready_cycles() const {
     out.dlid_path_bits = 0;
     qp->retire(e.retired);
   }
-  if (__builtin_expect(nic_ != nullptr, 0)) nic_->retire(head - head_);
   head_ = head;
   return n;
 }

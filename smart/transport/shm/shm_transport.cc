@@ -169,7 +169,9 @@ ShmDevice::ShmDevice(const SmartConfig& config)
       latency_cycles_(config.shm.latency_ns == 0
                           ? 0
                           : static_cast<uint64_t>(static_cast<double>(config.shm.latency_ns) * CyclesPerNanosecond())) {
-  if (config.shm.nic_model.enabled) nic_ = std::make_unique<NicModel>(config.shm.nic_model, CyclesPerNanosecond());
+  if (config.shm.nic_model.enabled) {
+    nic_ = std::make_unique<NicModel>(config.shm.nic_model, CyclesPerNanosecond(), latency_cycles_);
+  }
 }
 
 ShmDevice::~ShmDevice() {
@@ -266,7 +268,7 @@ std::unique_ptr<MemoryRegion> ShmDevice::register_memory(void* addr, size_t leng
 
 std::unique_ptr<CompletionQueue> ShmDevice::create_cq(int depth, ThreadDomain*, bool concurrent) {
   if (depth < 1) throw Error("shm transport: completion queue depth must be positive");
-  return std::make_unique<ShmCompletionQueue>(depth, latency_cycles_, concurrent, nic_.get());
+  return std::make_unique<ShmCompletionQueue>(depth, latency_cycles_, concurrent, nic_ != nullptr);
 }
 
 namespace {

@@ -181,8 +181,9 @@ class ShmQueuePair final : public QueuePair {
 
 class ShmCompletionQueue final : public CompletionQueue {
  public:
-  ShmCompletionQueue(int depth, uint64_t latency_cycles, bool concurrent, NicModel* nic);
-  ~ShmCompletionQueue() override;
+  // `timed`: completions carry a ready time even without a latency (the
+  // NIC model's device time).
+  ShmCompletionQueue(int depth, uint64_t latency_cycles, bool concurrent, bool timed);
   // Carries out queued requests in post order, each just before the
   // completion it belongs to is handed out (unsignaled ones with the next
   // entry polled after them).
@@ -209,7 +210,6 @@ class ShmCompletionQueue final : public CompletionQueue {
   uint64_t head_ = 0;
   uint64_t tail_ = 0;
   uint64_t latency_cycles_;
-  NicModel* nic_;
   bool timed_;  // completions carry a ready time (latency or NIC model)
   bool concurrent_;
   std::mutex mutex_;

@@ -257,7 +257,7 @@ int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int thread
   char line[512];
   snprintf(line, sizeof(line), "%s, %d, %d, %" PRIu64 ", %.3f, %.3f, %.3f, %.3f, %.3f", prefix.c_str(), threads,
            depth, block, bandwidth, iops, connect_ms, p50, p99);
-  AppendCsvLine(config.dump_file_path, line);
+  AppendCsvLine(config.dump_file_path, line, "prefix, threads, depth, block_size, bw_mb_s, iops_m, conn_ms, p50_us, p99_us");
   return 0;
 }
 
@@ -302,6 +302,8 @@ int main(int argc, char** argv) {
   app.add_option("--duration", duration, "seconds to measure (default: the config's duration, else 15)");
   app.add_option("--type", type, "read, write, cas or faa")->check(CLI::IsMember({"read", "write", "cas", "faa"}));
   app.add_option("--block-size", block_size, "bytes per operation");
+  std::string dump;
+  app.add_option("--dump-file", dump, "CSV file to append to (\"\" for none; default: the config's dump_file_path)");
   SMART_PARSE_COMMAND_LINE(app, argc, argv);
   try {
     SmartConfig smart_config = SmartConfig::Load();
@@ -311,6 +313,7 @@ int main(int argc, char** argv) {
     if (duration > 0) config.duration = duration;
     if (!type.empty()) config.type = type;
     if (block_size > 0) config.block_size = block_size;
+    if (app.count("--dump-file")) config.dump_file_path = dump;
     if (positional.empty()) return ServeMemoryBlade(smart_config, config, bind);
     if (positional.size() < 2) {
       fprintf(stderr, "%s: give both NR_THREAD and DEPTH (or neither, to serve)\n", kDynamic ? "test_rdma_dyn" : "test_rdma");

@@ -78,6 +78,13 @@ def parse_row(bench, line):
     return row
 
 
+def data_lines(bench, text):
+    """The CSV lines of BENCH in `text`, without blank lines and header lines (the benches write their column
+    names first in a new file)."""
+    first = BENCHES[bench]["columns"][0]
+    return [l for l in text.splitlines() if l.strip() and l.split(",")[0].strip() != first]
+
+
 def check_output(bench, log_text, csv_lines):
     """Why a finished run of BENCH is a failure, or None when it is not."""
     desc = BENCHES[bench]

@@ -192,7 +192,7 @@ class ClusterExecutor:
                 except OSError:
                     continue
                 if is_csv:
-                    lines += [l for l in content.splitlines() if l.strip()]
+                    lines += benches.data_lines(point.bench, content)
                 else:
                     text += "---- %s\n%s" % (host, content)
                 os.unlink(path)

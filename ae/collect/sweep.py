@@ -191,7 +191,7 @@ def run_local(point, argv, env, log_path, csv_path, limit):
     lines = []
     if os.path.exists(csv_path):
         with open(csv_path) as f:
-            lines = [l for l in f.read().splitlines() if l.strip()]
+            lines = benches.data_lines(point.bench, f.read())
         os.unlink(csv_path)
     return rc, text, lines
 

@@ -131,7 +131,9 @@ int Run(const YcsbOptions& o, const Flags& f, const DataStructureConfig& config,
            ", %" PRIu64 ", %.3f", store.name().c_str(), o.dataset.c_str(), o.threads, o.coros, o.key_length,
            o.value_length, o.max_key, FormatSignificant(r.mops()).c_str(), p50, p99, retries, r.succeeded, r.not_found,
            r.failed, round_trips);
-  AppendCsvLine(config.dump_file_path, line);
+  AppendCsvLine(config.dump_file_path, line,
+                "name, workload, threads, coroutines, key_length, value_length, max_key, mops, p50_us, p99_us, "
+                "retries_per_op, succeeded, not_found, failed, round_trips_per_op");
   if (o.load && ycsb::GetWorkload(o.dataset).insert == 0 && r.not_found * 1000 > attempted) {
     fprintf(stderr, "btree_bench: %" PRIu64 " of %" PRIu64 " operations did not find their key after all %" PRIu64
             " keys were loaded: the tree lost keys\n", r.not_found, attempted, o.max_key);

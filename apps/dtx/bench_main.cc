@@ -188,7 +188,7 @@ int BenchMain::run_workload(const Workload& w, const TransactionConfig& config, 
                  bench, rt, r.stats.torn_reads, r.stats.invisible_waits, r.stats.cache_misses, r.stats.recoveries,
                  static_cast<double>(r.longest_commit_gap_ns) / 1e6, w.delta_meaning.c_str(), r.delta);
     }
-    AppendCsvLine(config.dump_file_path, CsvLine(prefix, o, r));
+    AppendCsvLine(config.dump_file_path, CsvLine(prefix, o, r), kCsvHeader);
     if (!delta_file_.empty()) {
       std::ofstream out(delta_file_, std::ios::app);
       out << r.delta << "\n";

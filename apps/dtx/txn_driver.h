@@ -98,5 +98,9 @@ std::string ResultLine(const std::string& prefix, const TxDriverOptions& o, cons
 /// P50 us, P99 us, abort rate, RDMA ops per txn, RDMA M ops/s, conflict
 /// aborts, logical aborts, failed.
 std::string CsvLine(const std::string& prefix, const TxDriverOptions& o, const TxRunResult& r);
+// The column names of CsvLine, the first line of a new CSV file.
+inline constexpr const char* kCsvHeader =
+    "prefix, threads, coroutines, attempted_mtxn_s, committed_mtxn_s, p50_us, p99_us, abort_rate, "
+    "rdma_ops_per_txn, rdma_mops, conflict_aborts, logical_aborts, failed";
 
 }  // namespace smart::dtx

@@ -107,7 +107,9 @@ int Run(const YcsbOptions& o, const DataStructureConfig& config, SmartConfig sma
   snprintf(line, sizeof(line), "%s, %s, %d, %d, %d, %d, %" PRIu64 ", %s, %.3f, %.3f, %.4f, %" PRIu64 ", %" PRIu64
            ", %" PRIu64, store.name().c_str(), o.dataset.c_str(), o.threads, o.coros, o.key_length, o.value_length,
            o.max_key, FormatSignificant(r.mops()).c_str(), p50, p99, retries, r.succeeded, r.not_found, r.failed);
-  AppendCsvLine(config.dump_file_path, line);
+  AppendCsvLine(config.dump_file_path, line,
+                "name, workload, threads, coroutines, key_length, value_length, max_key, mops, p50_us, p99_us, "
+                "retries_per_op, succeeded, not_found, failed");
   // After a full load, a workload without inserts must find every key.
   if (o.load && ycsb::GetWorkload(o.dataset).insert == 0 && r.not_found * 1000 > attempted) {
     fprintf(stderr, "hashtable_bench: %" PRIu64 " of %" PRIu64 " operations did not find their key after all %" PRIu64

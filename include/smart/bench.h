@@ -100,8 +100,9 @@ class Progress {
 };
 
 /// Appends `line` (a newline is added) to `path`; empty path: nothing.
-/// Throws smart::Error when the file cannot be written.
-void AppendCsvLine(const std::string& path, const std::string& line);
+/// A new or empty file first gets `header`, the column names (when not
+/// empty). Throws smart::Error when the file cannot be written.
+void AppendCsvLine(const std::string& path, const std::string& line, const std::string& header = "");
 
 /// A memory blade inside the process, on the shm transport and a free
 /// loopback port: what a bench uses when no memory server is configured.

@@ -107,11 +107,13 @@ void Progress::finish() {
   if (tty_) fprintf(stderr, "\n");
 }
 
-void AppendCsvLine(const std::string& path, const std::string& line) {
+void AppendCsvLine(const std::string& path, const std::string& line, const std::string& header) {
   if (path.empty()) return;
   FILE* f = fopen(path.c_str(), "a");
   if (f == nullptr) throw Error("cannot open result file \"" + path + "\" for appending: " + strerror(errno));
-  const bool ok = fprintf(f, "%s\n", line.c_str()) > 0;
+  bool ok = true;
+  if (!header.empty() && fseek(f, 0, SEEK_END) == 0 && ftell(f) == 0) ok = fprintf(f, "%s\n", header.c_str()) > 0;
+  ok = ok && fprintf(f, "%s\n", line.c_str()) > 0;
   if (fclose(f) != 0 || !ok) throw Error("cannot write result file \"" + path + "\": " + strerror(errno));
 }
 

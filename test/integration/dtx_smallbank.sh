@@ -53,7 +53,8 @@ for c in 0 1 2; do
     { cat "$WORK_DIR/client.$c" >&2; fail "client $c printed no result line"; }
   grep -q "failed = 0$" "$WORK_DIR/client.$c" || { cat "$WORK_DIR/client.$c" >&2; fail "client $c had failures"; }
 done
-[[ $(wc -l <"$WORK_DIR/out.csv") -eq 3 ]] || fail "expected 3 CSV lines"
+[[ $(wc -l <"$WORK_DIR/out.csv") -eq 4 && $(head -c 7 "$WORK_DIR/out.csv") == "prefix," ]] ||
+  fail "expected a header line and 3 CSV lines: $(cat "$WORK_DIR/out.csv")"
 committed=$(cat "$WORK_DIR"/history.* | wc -l)
 ((committed > 1000)) || fail "only $committed transactions committed"
 delta=$(awk '{s += $1} END {print s}' "$WORK_DIR/delta")

@@ -53,7 +53,8 @@ for c in 0 1 2; do
     { cat "$WORK_DIR/client.$c" >&2; fail "client $c printed no result line"; }
   grep -q "failed = 0$" "$WORK_DIR/client.$c" || { cat "$WORK_DIR/client.$c" >&2; fail "client $c had failures"; }
 done
-[[ $(wc -l <"$WORK_DIR/out.csv") -eq 3 ]] || fail "expected 3 CSV lines"
+[[ $(wc -l <"$WORK_DIR/out.csv") -eq 4 && $(head -c 7 "$WORK_DIR/out.csv") == "prefix," ]] ||
+  fail "expected a header line and 3 CSV lines: $(cat "$WORK_DIR/out.csv")"
 delta=$(awk '{s += $1} END {print s}' "$WORK_DIR/delta")
 "$bench" 1 1 --check-only --expect-delta "$delta" --dump-file "" --list-keys "5:$WORK_DIR/after" \
   >"$WORK_DIR/check" 2>&1 || { cat "$WORK_DIR/check" >&2; fail "the database does not match what the clients committed"; }

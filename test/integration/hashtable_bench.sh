@@ -23,6 +23,8 @@ for dataset in ycsb-c ycsb-a; do
     'BEGIN { exit !(t > 0 && 0 < p50 && p50 <= p99) }' ||
     fail "$dataset: no progress or inconsistent percentiles"
 done
+[[ $(head -n 1 "$WORK_DIR/out.csv") == "name, workload, threads, coroutines, key_length, value_length, max_key, mops, p50_us, p99_us, retries_per_op, succeeded, not_found, failed" ]] ||
+  fail "the CSV does not start with its header: $(head -n 1 "$WORK_DIR/out.csv")"
 lines=$(grep -c '^HashTable, ycsb-' "$WORK_DIR/out.csv")
 ((lines == 2)) || fail "expected 2 CSV lines, found $lines"
 pass "hashtable_bench result lines and CSV against a separate memory blade"

@@ -23,8 +23,16 @@ ok = iops > 0 and abs(mb - mib * 1.048576) <= 0.01 * mb + 0.002 and abs(mb - 8 *
 sys.exit(0 if ok else 1)
 PY
 done
-lines=$(wc -l <"$WORK_DIR/out.csv")
-((lines == 4)) || fail "expected 4 CSV lines, found $lines"
+# A header line of column names, then one line per run.
+[[ $(head -n 1 "$WORK_DIR/out.csv") == "prefix, threads, depth, block_size, bw_mb_s, iops_m, conn_ms, p50_us, p99_us" ]] ||
+  fail "the CSV does not start with its header: $(head -n 1 "$WORK_DIR/out.csv")"
+lines=$(grep -c '^rdma-' "$WORK_DIR/out.csv")
+((lines == 4)) || fail "expected 4 CSV lines after the header, found $lines"
+# --dump-file names another file, which gets its own header.
+"$SMART_BIN/test_rdma" --config "$config" --duration 0.2 --dump-file "$WORK_DIR/other.csv" 1 1 >/dev/null ||
+  fail "test_rdma --dump-file"
+[[ $(wc -l <"$WORK_DIR/other.csv") -eq 2 && $(head -c 7 "$WORK_DIR/other.csv") == "prefix," ]] ||
+  fail "--dump-file: expected a header and one line: $(cat "$WORK_DIR/other.csv")"
 
 # A server entry that names its own port ("host:port", as memory_servers
 # takes it) wins over the port key, here a port nothing listens on.

@@ -1,3 +1,6 @@
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -109,12 +112,24 @@ void Progress::finish() {
 
 void AppendCsvLine(const std::string& path, const std::string& line, const std::string& header) {
   if (path.empty()) return;
-  FILE* f = fopen(path.c_str(), "a");
-  if (f == nullptr) throw Error("cannot open result file \"" + path + "\" for appending: " + strerror(errno));
-  bool ok = true;
-  if (!header.empty() && fseek(f, 0, SEEK_END) == 0 && ftell(f) == 0) ok = fprintf(f, "%s\n", header.c_str()) > 0;
-  ok = ok && fprintf(f, "%s\n", line.c_str()) > 0;
-  if (fclose(f) != 0 || !ok) throw Error("cannot write result file \"" + path + "\": " + strerror(errno));
+  const int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("cannot open result file \"" + path + "\" for appending: " + strerror(errno));
+  // Several benches may append to one file at once (compute blades of one
+  // run): the lock makes "empty, so the header first" and the line one step.
+  std::string out;
+  struct stat st{};
+  bool ok = flock(fd, LOCK_EX) == 0 && fstat(fd, &st) == 0;
+  if (ok && !header.empty() && st.st_size == 0) out = header + "\n";
+  out += line + "\n";
+  size_t done = 0;
+  while (ok && done < out.size()) {
+    const ssize_t n = write(fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
+  }
+  const int saved = errno;
+  if (close(fd) != 0 || !ok) throw Error("cannot write result file \"" + path + "\": " + strerror(ok ? errno : saved));
 }
 
 EmbeddedMemoryBlade::EmbeddedMemoryBlade(const SmartConfig& config, uint64_t capacity_mib) {

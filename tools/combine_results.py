@@ -26,13 +26,10 @@ SAME = ("prefix", "name", "workload", "threads", "depth", "coroutines", "key_len
 
 def last_row(bench, path):
     with open(path) as f:
-        lines = [l for l in f.read().splitlines() if l.strip()]
-    columns = benches.BENCHES[bench]["columns"]
-    for line in reversed(lines):
-        if [c.strip() for c in line.split(",")][:1] == [columns[0]]:
-            continue  # a header line
-        return benches.parse_row(bench, line)
-    raise ValueError("%s: no %s CSV line" % (path, bench))
+        lines = benches.data_lines(bench, f.read())
+    if not lines:
+        raise ValueError("%s: no %s CSV line" % (path, bench))
+    return benches.parse_row(bench, lines[-1])
 
 
 def main(argv):

@@ -71,18 +71,22 @@ def pick(data, base, local):
     return base + MODEL if local and (base + MODEL) in series_names(data) else base
 
 
+def series_ratio(claim, rule, num, den, what):
+    """A rule comparing two series of a one-panel figure at its largest x: (claim, rule text, function)."""
+    return (claim, "%s > %.2f" % (rule, THRESHOLD),
+            lambda d, l: [ratio_claim(value(d, None, num), value(d, None, den), what)])
+
+
 # Each rule: (claim, rule text, function(data, local) -> list of (ratio, text)).
 def rules_for(fid):
     most = "at the largest x measured"
     if fid == "3a":
-        return [("per-thread doorbells scale where shared queue pairs do not",
-                 "per-thread doorbell / shared QP throughput %s > %.2f" % (most, THRESHOLD),
-                 lambda d, l: [ratio_claim(value(d, None, "per-thread doorbell"), value(d, None, "shared QP"),
-                                           "per-thread doorbell / shared QP")])]
+        return [series_ratio("per-thread doorbells scale where shared queue pairs do not",
+                             "per-thread doorbell / shared QP throughput %s" % most, "per-thread doorbell",
+                             "shared QP", "per-thread doorbell / shared QP")]
     if fid == "3b":
-        return [("per-thread doorbells scale WRITEs", "per-thread doorbell / per-thread QP %s > %.2f" % (
-            most, THRESHOLD), lambda d, l: [ratio_claim(value(d, None, "per-thread doorbell"),
-                                                        value(d, None, "per-thread QP"), "doorbell / QP")])]
+        return [series_ratio("per-thread doorbells scale WRITEs", "per-thread doorbell / per-thread QP %s" % most,
+                             "per-thread doorbell", "per-thread QP", "doorbell / QP")]
     if fid == "4":
         def f(d, l):
             out = []
@@ -94,15 +98,13 @@ def rules_for(fid):
         return [("too many outstanding work requests lower throughput",
                  "at the most threads, peak over depths / throughput at the deepest > %.2f" % THRESHOLD, f)]
     if fid == "13a":
-        return [("thread-aware allocation and throttling add throughput",
-                 "+WorkReqThrot / per-thread QP %s > %.2f" % (most, THRESHOLD),
-                 lambda d, l: [ratio_claim(value(d, None, "+WorkReqThrot"), value(d, None, "per-thread QP"),
-                                           "+WorkReqThrot / per-thread QP")])]
+        return [series_ratio("thread-aware allocation and throttling add throughput",
+                             "+WorkReqThrot / per-thread QP %s" % most, "+WorkReqThrot", "per-thread QP",
+                             "+WorkReqThrot / per-thread QP")]
     if fid == "13b":
-        return [("work-request throttling keeps throughput at high depth",
-                 "+WorkReqThrot / per-thread doorbell at the deepest depth > %.2f" % THRESHOLD,
-                 lambda d, l: [ratio_claim(value(d, None, "+WorkReqThrot"), value(d, None, "per-thread doorbell"),
-                                           "+WorkReqThrot / doorbell")])]
+        return [series_ratio("work-request throttling keeps throughput at high depth",
+                             "+WorkReqThrot / per-thread doorbell at the deepest depth", "+WorkReqThrot",
+                             "per-thread doorbell", "+WorkReqThrot / doorbell")]
     if fid == "t1":
         def f(d, l):
             throttled = dict(d.get((None, "+WorkReqThrot"), []))

@@ -278,6 +278,12 @@ int ShmQueuePair::post_concurrent(ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   return post_locked(wr, bad_wr);
 }
 
+uint64_t ShmQueuePair::modelled_ready(int count) {
+  // One doorbell per post_send, as a verbs provider rings it once per list.
+  if (doorbell_ != nullptr) doorbell_->ring(ThreadId(), nic_->handoff_cycles());
+  return nic_->admit(Cycles(), static_cast<uint32_t>(count)) + device_->latency_cycles();
+}
+
 [[gnu::always_inline]] inline int ShmQueuePair::post_locked(ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   // Validate the whole list first: nothing is posted when any request is
   // malformed or the send queue cannot hold it, as ibv_post_send reports.
@@ -301,12 +307,7 @@ int ShmQueuePair::post_concurrent(ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     return ENOMEM;
   }
   outstanding_ += count;
-  uint64_t ready = cq_->ready_cycles();
-  if (__builtin_expect(nic_ != nullptr, 0)) {
-    // One doorbell per post_send, as a verbs provider rings it once per list.
-    if (doorbell_ != nullptr) doorbell_->ring(ThreadId(), nic_->handoff_cycles());
-    ready = nic_->admit(Cycles(), static_cast<uint32_t>(count)) + device_->latency_cycles();
-  }
+  const uint64_t ready = __builtin_expect(nic_ != nullptr, 0) ? modelled_ready(count) : cq_->ready_cycles();
   uint64_t k = 0;
   for (ibv_send_wr* w = wr; w != nullptr; w = w->next, ++k) {
     RingEntry* e = cq_->next_entry(k);

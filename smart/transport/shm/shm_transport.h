@@ -132,6 +132,9 @@ class ShmQueuePair final : public QueuePair {
 
  private:
   int post_locked(ibv_send_wr* wr, ibv_send_wr** bad_wr);
+  // With the NIC model: rings the doorbell and admits `count` requests;
+  // the cycle their completions are ready.
+  [[gnu::noinline]] uint64_t modelled_ready(int count);
   [[gnu::noinline]] int post_concurrent(ibv_send_wr* wr, ibv_send_wr** bad_wr);
   // Checks and translates one request into `e` (action, remote, local,
   // byte_len, u) and prefetches its lines; the status it would complete with.

@@ -88,13 +88,17 @@ else
   install -m 600 -o nobody "$WORK_DIR/blade.key" "$WORK_DIR/nobody/smart.key"
   json_set "$SMART_CONFIG_PATH" "$WORK_DIR/nobody/smart.json" "auth.key_file=\"$WORK_DIR/nobody/smart.key\""
   chmod 644 "$WORK_DIR/nobody/smart.json"
+  # Nobody's own copy of the client too: the build tree may sit in a
+  # directory only root can enter (a checkout under mktemp -d is 0700).
+  install -m 755 "$client" "$WORK_DIR/nobody/integration_client"
+  nobody_client="$WORK_DIR/nobody/integration_client"
   as_nobody() {
     (cd "$WORK_DIR/nobody" && setpriv --reuid="$nobody_uid" --regid="$(id -g nobody)" --clear-groups \
       env SMART_CONFIG_PATH="$WORK_DIR/nobody/smart.json" "$@")
   }
 
   as_nobody true || fail "cannot run a command as nobody"
-  expect_fail "a client running as nobody" as_nobody "$client" setup-counter --server "$server" --root 1
+  expect_fail "a client running as nobody" as_nobody "$nobody_client" setup-counter --server "$server" --root 1
   grep_log "other user, client" "$WORK_DIR/expect_fail.log" "memory blade runs as uid 0 and this process as uid $nobody_uid"
   pass "shm, another user: $(grep -o 'cannot reach.*' "$WORK_DIR/expect_fail.log" | head -n 1 | cut -c1-100)..."
 
@@ -102,14 +106,14 @@ else
   # check refuses.
   json_set "$WORK_DIR/backend.json" "$WORK_DIR/others.json" capacity=16 'auth.allow_uids=[4242]'
   start_blade "$blade" "$WORK_DIR/others.json"
-  expect_fail "nobody, not in allow_uids" as_nobody "$client" setup-counter --server "127.0.0.1:$BLADE_PORT" --root 1
+  expect_fail "nobody, not in allow_uids" as_nobody "$nobody_client" setup-counter --server "127.0.0.1:$BLADE_PORT" --root 1
   grep_log "not allowed, client" "$WORK_DIR/expect_fail.log" "refuses to share its pool with this process's user (uid $nobody_uid)"
   grep_log "not allowed, blade" "$WORK_DIR/blade$((${#BLADE_PIDS[@]} - 1)).log" "refused the pool to uid $nobody_uid"
   pass "shm, SO_PEERCRED: uid $nobody_uid refused by the blade"
 
   json_set "$WORK_DIR/backend.json" "$WORK_DIR/allowed.json" capacity=16 "auth.allow_uids=[$nobody_uid]"
   start_blade "$blade" "$WORK_DIR/allowed.json"
-  as_nobody "$client" setup-counter --server "127.0.0.1:$BLADE_PORT" --root 1 >"$WORK_DIR/allowed.log" 2>&1 ||
+  as_nobody "$nobody_client" setup-counter --server "127.0.0.1:$BLADE_PORT" --root 1 >"$WORK_DIR/allowed.log" 2>&1 ||
     { cat "$WORK_DIR/allowed.log" >&2; fail "nobody, listed in allow_uids, could not connect"; }
   pass "shm: a user in allow_uids connects"
 fi

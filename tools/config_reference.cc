@@ -33,6 +33,9 @@ const Meaning kKeys[] = {
     {"smart_config.json", "infiniband.name", "RDMA device to open (`verbs`); empty: the first one"},
     {"smart_config.json", "infiniband.port", "port of that device"},
     {"smart_config.json", "infiniband.gid_idx", "GID index; -1 picks the RoCE v2 IPv4-mapped GID"},
+    {"smart_config.json", "infiniband.memory_windows",
+     "memory blade on verbs: a memory window per client queue pair, revoked when its session ends (where the "
+     "device has type 2 windows); false: one rkey for every client"},
     {"smart_config.json", "shm.latency_ns", "`shm`: delay added to every completion, to model a network round trip"},
     {"smart_config.json", "shm.nic_model.enabled", "`shm`: model an RNIC's limits (message-rate cap, work-request cache, shared doorbells; docs/nic_model.md)"},
     {"smart_config.json", "shm.nic_model.rate_mops", "NIC model: requests per microsecond the device carries out at most (ConnectX-6 fit: 111.1)"},

@@ -71,6 +71,10 @@ struct SmartConfig {
     std::string name;  ///< empty: first device
     int port = 1;
     int gid_idx = -1;  ///< -1: pick the RoCE v2 IPv4-mapped GID
+    /// A memory blade gives each client queue pair its own memory window
+    /// (type 2) over the pool, revoked when the session ends, where the
+    /// device has them; false: every client uses the pool's one rkey.
+    bool memory_windows = true;
   } infiniband;  ///< `infiniband`
   struct {
     uint64_t latency_ns = 0;  ///< added to every completion

@@ -63,6 +63,19 @@ class MemoryRegion {
   uint32_t rkey_ = 0;  ///< set by the provider
 };
 
+/// A memory blade's grant of a region to one client queue pair: a remote
+/// key that only that queue pair can use (a type 2 memory window on verbs).
+/// Destroying the grant revokes the key.
+class AccessGrant {
+ public:
+  virtual ~AccessGrant() = default;
+  /// The remote key the client puts in work requests on that queue pair.
+  uint32_t rkey() const { return rkey_; }
+
+ protected:
+  uint32_t rkey_ = 0;  ///< set by the provider
+};
+
 /// Where completions of work requests arrive.
 class CompletionQueue {
  public:
@@ -144,6 +157,18 @@ class Device {
   /// A queue pair per `options`. Throws.
   virtual std::unique_ptr<QueuePair> create_qp(const QueuePairOptions& options) = 0;
 
+  /// Memory blade, before its pool is allocated or adopted: asks that the
+  /// pool be reachable only through grants (grant_access), one per client
+  /// queue pair. Returns "" when it will be; otherwise why not, and the pool
+  /// is reachable from any queue pair with its region's rkey.
+  virtual std::string restrict_to_grants() { return "the transport has no memory windows"; }
+  /// Memory blade: a key to `region` (the pool) that only `qp`, connected,
+  /// can use; nullptr when restrict_to_grants() did not return "". Throws.
+  virtual std::unique_ptr<AccessGrant> grant_access(const MemoryRegion& region, QueuePair& qp) {
+    (void)region;
+    (void)qp;
+    return nullptr;
+  }
   /// Memory blade: opaque data a client needs, besides address and rkey, to
   /// reach `regions` (the shm provider hands out its memfds). One per client.
   virtual std::string export_regions(const std::vector<const MemoryRegion*>& regions) = 0;

@@ -152,6 +152,7 @@ SmartConfig SmartConfig::Parse(const std::string& text, const std::string& sourc
   r.get_string("infiniband.name", &c.infiniband.name, true);
   r.get_int("infiniband.port", &c.infiniband.port, true, 1, 255);
   r.get_int("infiniband.gid_idx", &c.infiniband.gid_idx, false, -1, 255);
+  r.get_bool("infiniband.memory_windows", &c.infiniband.memory_windows, false);
 
   r.get_uint64("shm.latency_ns", &c.shm.latency_ns, false, 0, 1000000000);
   r.get_bool("shm.nic_model.enabled", &c.shm.nic_model.enabled, false);

@@ -322,8 +322,13 @@ void Initiator::connect(node_t node, const std::string& host, int port, int qp_c
     throw Error("memory blade " + peer + " answered with " + std::to_string(reply.endpoints.size()) +
                 " queue pairs for " + std::to_string(qp_count));
   }
+  if (!reply.window_rkeys.empty() && reply.window_rkeys.size() != static_cast<size_t>(qp_count)) {
+    throw Error("memory blade " + peer + " answered with " + std::to_string(reply.window_rkeys.size()) +
+                " memory windows for " + std::to_string(qp_count) + " queue pairs");
+  }
   std::vector<RemoteRegion> regions(reply.regions, reply.regions + kMemoryRegions);
   for (int i = 0; i < kMemoryRegions; ++i) conn->regions[i] = reply.regions[i];
+  conn->window_rkeys = reply.window_rkeys;
   conn->session = reply.session;
   conn->peer = im.device->import_regions(regions, reply.exported);
   for (int i = 0; i < qp_count; ++i) conn->qps[i]->connect(reply.endpoints[i], conn->peer);

@@ -74,6 +74,7 @@ SMART_COLD Status Initiator::Impl::resolve_lane(ThreadState* ts, node_t node) {
     lane.length[i] = c->regions[i].valid ? c->regions[i].length : 0;
     lane.rkey[i] = c->regions[i].rkey;
   }
+  if (!c->window_rkeys.empty()) lane.rkey[kMainMemoryRegion] = c->window_rkeys[index];
   CompletionQueue* cq = config.thread_aware_alloc.shared_cq ? slots[index].cq.get() : c->private_cqs[index].get();
   bool known = false;
   for (CompletionQueue* q : ts->cqs) known = known || q == cq;

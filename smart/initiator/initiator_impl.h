@@ -35,6 +35,10 @@ struct Connection {
   std::vector<std::unique_ptr<QueuePair>> qps;
   std::vector<std::unique_ptr<CompletionQueue>> private_cqs;  // without shared_cq: one per queue pair
   RemoteRegion regions[kMemoryRegions];
+  // Empty, or one per queue pair: that queue pair's own key to the main
+  // region (a memory window the blade bound to it), used instead of the
+  // region's rkey.
+  std::vector<uint32_t> window_rkeys;
   std::shared_ptr<PeerMemory> peer;
   int tcp_fd = -1;
   SessionId session;  // given by the memory blade at the handshake

@@ -172,6 +172,8 @@ std::string ServerHello::EncodeUnproven() const {
     w.u32(region.rkey);
   }
   PutEndpoints(w, endpoints);
+  w.u32(static_cast<uint32_t>(window_rkeys.size()));
+  for (uint32_t rkey : window_rkeys) w.u32(rkey);
   w.str(exported);
   w.u16(session.slot);
   w.u16(session.incarnation);
@@ -209,6 +211,13 @@ ServerHello ServerHello::Decode(const std::string& data, const std::string& peer
   }
   if (!hello.regions[kMainMemoryRegion].valid) throw Error("malformed " + what + ": no main memory region");
   hello.endpoints = GetEndpoints(r, what);
+  const uint32_t windows = r.u32();
+  if (windows != 0 && windows != hello.endpoints.size()) {
+    throw Error("malformed " + what + ": " + std::to_string(windows) + " memory windows for " +
+                std::to_string(hello.endpoints.size()) + " queue pairs (expected none or one each)");
+  }
+  hello.window_rkeys.resize(windows);
+  for (uint32_t& rkey : hello.window_rkeys) rkey = r.u32();
   hello.exported = r.str(4096);
   hello.session.slot = r.u16();
   hello.session.incarnation = r.u16();

@@ -26,7 +26,7 @@
 namespace smart {
 
 constexpr uint32_t kHandshakeMagic = 0x54524d53;  // "SMRT"
-constexpr uint16_t kHandshakeVersion = 4;
+constexpr uint16_t kHandshakeVersion = 5;
 // Frame limits: nothing before a proven key may make the other side
 // buffer more than a small message.
 constexpr uint32_t kMaxAuthFrame = 8192;
@@ -74,6 +74,10 @@ struct ServerHello {
   std::string error;  // non-empty: the memory blade refused the client
   RemoteRegion regions[kMemoryRegions];
   std::vector<QueuePairEndpoint> endpoints;
+  // Empty, or one per endpoint: the key to the main region that only the
+  // client's queue pair connected to that endpoint can use (a memory
+  // window); it replaces the region's rkey on that queue pair.
+  std::vector<uint32_t> window_rkeys;
   std::string exported;  // Device::export_regions output
   SessionId session;     // the client's slot in the blade's session table
   bool has_proof = false;

@@ -84,6 +84,22 @@ Target::Target(const SmartConfig& smart_config, const BackendConfig& backend_con
   SmartConfig device_config = smart_config;
   device_config.auth = impl_->auth;
   impl_->device = Device::Open(device_config);
+  // Per-session keys where the transport has them (memory windows on
+  // verbs); asked before the pool is registered, which depends on it.
+  const std::string no_windows = impl_->device->restrict_to_grants();
+  if (impl_->device->kind() == TransportKind::kVerbs) {
+    if (no_windows.empty()) {
+      SMART_INFO("memory blade: each client queue pair gets its own memory window over the pool (type 2), revoked "
+                 "when its session ends");
+    } else if (!smart_config.infiniband.memory_windows) {
+      SMART_INFO("memory blade: no per-session memory windows (%s): every client uses the pool's one rkey",
+                 no_windows.c_str());
+    } else {
+      SMART_WARN("memory blade: no per-session memory windows (%s): every client uses the pool's one rkey, which "
+                 "stays valid until the blade stops",
+                 no_windows.c_str());
+    }
+  }
   const uint64_t bytes = backend_config.capacity << 20;
   if (bytes < 2 * kChunkSize) throw Error("memory blade capacity must be at least 1 MiB");
   const PoolBacking backing = ParsePoolBacking(backend_config.backing, backend_config.source);

@@ -28,7 +28,9 @@ struct Session {
   std::string peer;
   std::unique_ptr<CompletionQueue> cq;
   std::vector<std::unique_ptr<QueuePair>> qps;
+  std::vector<std::unique_ptr<AccessGrant>> grants;  // one per queue pair, where the transport gives them
   ~Session() {
+    grants.clear();  // revoked first: the keys die before their queue pairs
     qps.clear();
     cq.reset();
     CloseFd(&fd);

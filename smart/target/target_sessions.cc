@@ -336,6 +336,10 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
       session->qps.push_back(device->create_qp(options));
       session->qps.back()->connect(remote, nullptr);
       reply.endpoints.push_back(session->qps.back()->endpoint());
+      if (auto grant = device->grant_access(*pool, *session->qps.back())) {
+        reply.window_rkeys.push_back(grant->rkey());
+        session->grants.push_back(std::move(grant));
+      }
     }
     reply.regions[kMainMemoryRegion] = pool->remote();
     reply.exported = device->export_regions({pool.get()});
@@ -352,8 +356,9 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
     SendByte(fd, kServerReady, peer);
     // From here on only EOF matters; no timeout on an idle connection.
     SetSocketTimeouts(fd, 0);
-    SMART_INFO("memory blade: client %s connected with %zu queue pair(s), session %d%s", peer.c_str(),
-               session->qps.size(), session->slot, key ? ", authenticated" : "");
+    SMART_INFO("memory blade: client %s connected with %zu queue pair(s)%s, session %d%s", peer.c_str(),
+               session->qps.size(), session->grants.empty() ? "" : " and a memory window each", session->slot,
+               key ? ", authenticated" : "");
     std::lock_guard<std::mutex> lock(mutex);
     state->fd = -1;
     if (!stopping.load()) {

@@ -88,12 +88,14 @@ void Server(const std::string& bytes) {
       FuzzCheck(!r.valid || r.addr + r.length >= r.addr, "a region decoded that wraps the address space");
     }
   }
+  FuzzCheck(hello.window_rkeys.empty() || hello.window_rkeys.size() == hello.endpoints.size(),
+            "a server hello decoded with memory windows that do not match its queue pairs one to one");
   FuzzCheck(hello.has_proof || Zero(hello.proof), "a server hello without a proof flag decoded a proof");
   const smart::ServerHello again = smart::ServerHello::Decode(hello.Encode(), "re-encoded server hello");
   FuzzCheck(again.error == hello.error && again.exported == hello.exported && again.has_proof == hello.has_proof &&
                 again.proof == hello.proof &&
                 again.session.slot == hello.session.slot && again.session.incarnation == hello.session.incarnation &&
-                SameEndpoints(again.endpoints, hello.endpoints),
+                SameEndpoints(again.endpoints, hello.endpoints) && again.window_rkeys == hello.window_rkeys,
             "a server hello does not survive encode and decode");
   for (int i = 0; i < smart::kMemoryRegions; ++i) {
     FuzzCheck(again.regions[i].valid == hello.regions[i].valid &&

@@ -58,6 +58,7 @@ void Handshake() {
   smart::ServerHello server;
   server.regions[smart::kMainMemoryRegion] = smart::RemoteRegion{0x7f0000000000, 1 << 26, 0x1234, true};
   server.endpoints = client.endpoints;
+  for (size_t i = 0; i < server.endpoints.size(); ++i) server.window_rkeys.push_back(0x5100 + static_cast<uint32_t>(i));
   server.exported = "shm:/smart-pool-1234";
   server.session.slot = 3;
   server.session.incarnation = 9;

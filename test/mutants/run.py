@@ -8,6 +8,8 @@ A mutant file:
     # what: one line saying which bug it plants
     file: path/relative/to/the/source/root
     tests: a ctest -R regular expression
+    guest: verbs_tests.sh steps (optional; instead of tests: the steps run
+           over verbs in the Soft-RoCE guest, for code only a device reaches)
     find:
     <exact text, one or more lines>
     replace:
@@ -39,6 +41,8 @@ def parse(path):
                 meta["file"] = line[5:].strip()
             elif section is None and line.startswith("tests:"):
                 meta["tests"] = line[6:].strip()
+            elif section is None and line.startswith("guest:"):
+                meta["guest"] = line[6:].split()
             elif line == "find:":
                 section = "find"
             elif line == "replace:":
@@ -47,9 +51,11 @@ def parse(path):
                 find.append(line)
             elif section == "replace":
                 replace.append(line)
-    for key in ("what", "file", "tests"):
+    for key in ("what", "file"):
         if key not in meta:
             raise SystemExit(f"{path}: missing '{key}'")
+    if ("tests" in meta) == ("guest" in meta):
+        raise SystemExit(f"{path}: needs exactly one of 'tests' and 'guest'")
     while replace and replace[-1] == "":
         replace.pop()
     if not find:
@@ -113,8 +119,14 @@ def main():
                 print(f"BROKEN   {name}: does not compile; see {log}", flush=True)
                 broken.append(name)
                 continue
-            tests = run(["ctest", "--test-dir", build, "-LE", "softroce", "-R", m["tests"], "--no-tests=error",
-                         f"-j{args.jobs}", "--timeout", "120"], log)
+            if "guest" in m:
+                env = dict(os.environ, SOFTROCE_CACHE=os.path.join(args.work, "softroce-cache"), SOFTROCE_MEM="3072")
+                tests = run([os.path.join(src, "test", "softroce", "guest.sh"), "--timeout", "900", "--out",
+                             os.path.join(args.work, "guest-" + name), "--",
+                             os.path.join(src, "test", "softroce", "verbs_tests.sh"), build] + m["guest"], log, env=env)
+            else:
+                tests = run(["ctest", "--test-dir", build, "-LE", "softroce", "-R", m["tests"], "--no-tests=error",
+                             f"-j{args.jobs}", "--timeout", "120"], log)
             verdict = "killed" if tests != 0 else "SURVIVED"
             if tests == 0:
                 survived.append(name)

@@ -7,7 +7,8 @@
 # requests in flight as perftest keeps (its "Outstand reads", capped by its
 # TX depth). CAS: ib_atomic_bw (compare-and-swap) vs test_rdma cas, likewise.
 # Each pair runs ROUNDS times, alternating, and the best rate of each counts.
-# Prints the message rates and the ratio test_rdma / perftest. The ratios are
+# Prints the message rates and the ratio test_rdma / perftest, and what
+# per-session memory windows cost (test_rdma with and without). The ratios are
 # measurements, not pass criteria: the script fails only when a run fails or
 # a tool is missing. Logs: $SOFTROCE_OUT/perftest/.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -117,12 +118,52 @@ t_tools() {
     [ -x "$BIN/test_rdma" ] || { echo "missing $BIN/test_rdma (build first)"; ok=1; }
     return $ok
 }
+# What per-session memory windows cost: test_rdma against a memory blade
+# with them and one without (infiniband.memory_windows false), alternating,
+# ROUNDS times each for READ and CAS at depth 8; writes the per-round ratios
+# (with / without) to $WORK/windows.TYPE.ratios.
+t_windows_cost() {
+    sed 's/"infiniband": {/"infiniband": {"memory_windows": false,/' "$WORK/smart.json" > "$WORK/smart.nowindows.json"
+    rdma_config "$WORK/blade.json" "$POOL_MIB"
+    start_blade windows "$BIN/test_rdma" --config "$WORK/blade.json" || return 1
+    local with_pid=$BLADE_PID with_port=$BLADE_PORT
+    SMART_CONFIG_PATH=$WORK/smart.nowindows.json start_blade nowindows "$BIN/test_rdma" --config "$WORK/blade.json" ||
+        { stop_blade "$with_pid"; return 1; }
+    local without_pid=$BLADE_PID without_port=$BLADE_PORT rc=0 type round side
+    grep -q "gets its own memory window" "$LOG_DIR/windows.blade.log" ||
+        { echo "the first memory blade has no windows:"; cat "$LOG_DIR/windows.blade.log"; rc=1; }
+    for type in read cas; do
+        : > "$WORK/windows.$type.ratios"
+        for round in $(seq 1 "$ROUNDS"); do
+            local with_rate= without_rate=
+            for side in with without; do
+                local port_var=${side}_port
+                rdma_config "$WORK/client.$side.json" "$POOL_MIB" "${!port_var}"
+                local log=$LOG_DIR/windows.$type.$side.$round.log
+                timeout -k 5 "$GUARD" "$BIN/test_rdma" --config "$WORK/client.$side.json" --type "$type" \
+                    --duration "$SECONDS_PER_RUN" 1 8 > "$log" 2>&1 || { echo "test_rdma exited $?:"; cat "$log"; rc=1; }
+                local rate
+                rate=$(test_rdma_rate "$log")
+                [ -n "$rate" ] || { echo "no result in $log"; rc=1; rate=0; }
+                if [ $side = with ]; then with_rate=$rate; else without_rate=$rate; fi
+            done
+            echo "windows $type round $round: with $with_rate M/s, without $without_rate M/s"
+            awk -v a="$with_rate" -v b="$without_rate" 'BEGIN { if (b > 0) printf "%.4f\n", a / b }' \
+                >> "$WORK/windows.$type.ratios"
+        done
+    done
+    stop_blade "$with_pid"
+    stop_blade "$without_pid"
+    return $rc
+}
+
 t_read() { run_pair read ib_read_bw 18600 read -s 8; }
 t_cas() { run_pair cas ib_atomic_bw 18601 cas -A CMP_AND_SWAP; }
 
 step tools t_tools
 step read_8b t_read
 step cas t_cas
+step windows_cost t_windows_cost
 
 echo
 echo "perftest_compare: $DEV, 1 thread, best of $ROUNDS alternating runs of ${SECONDS_PER_RUN} s, test_rdma over $POOL_MIB MiB, $(nproc) guest CPUs"
@@ -136,6 +177,14 @@ ratio = ours / perf if perf > 0 else float("nan")
 name = {"read": "READ 8 B", "cas": "CAS"}[label]
 print(f"{name:<10} {depth:>8} {perf:>18.6f} {ours:>18.6f} {ratio:>8.2f}   (target >= 0.9)")
 PY
+done
+echo
+echo "memory windows: test_rdma 1 thread, depth 8, with / without per-session windows, median of $ROUNDS alternating pairs"
+for type in read cas; do
+    [ -s "$WORK/windows.$type.ratios" ] || { printf '%-10s %s\n' "$type" "(no result)"; continue; }
+    sort -n "$WORK/windows.$type.ratios" |
+        awk -v t="$type" '{r[NR] = $1} END {m = (NR % 2) ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2;
+                          printf "%-10s median ratio %.3f (pairs %s..%s)\n", t, m, r[1], r[NR]}'
 done
 rm -rf "$WORK"
 finish

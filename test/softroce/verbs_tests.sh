@@ -4,7 +4,8 @@
 #   test/softroce/guest.sh -- test/softroce/verbs_tests.sh BUILD_DIR [STEP...]
 #
 # Steps (all by default): test_rdma READ/WRITE/CAS/FAA with a memory blade in
-# another process, the doorbell and GID choices it logs, the uuar fallback,
+# another process, the doorbell and GID choices it logs, per-session memory
+# windows (and a blade with them turned off), the uuar fallback,
 # shared queue pairs, two memory blades on two ports, huge pages, a memory
 # blade killed in the middle of a run, and the integration tests (ctest label
 # "integration") over verbs. Each step prints PASS or FAIL; the script exits
@@ -79,6 +80,39 @@ t_test_rdma_ops() {
             "$WORK/read.log")" = 1 || rc=1
     check "retry_cnt 7 is lowered to 6 on rxe, with a log line" \
         grep -q "retry_cnt 7 means retry forever on rxe; using 6" "$WORK/read.log" || rc=1
+    check "the memory blade gives each client queue pair a memory window" \
+        grep -q "each client queue pair gets its own memory window over the pool" "$LOG_DIR/ops.blade.log" || rc=1
+    check "each session got a window per queue pair" \
+        grep -q "connected with 2 queue pair(s) and a memory window each" "$LOG_DIR/ops.blade.log" || rc=1
+    stop_blade "$BLADE_PID"
+    return $rc
+}
+
+t_memory_windows() {
+    local rc=0
+    # The transport's windows against the device: a key works on its own
+    # queue pair only, a revoked key and the pool's own key open nothing.
+    timeout -k 5 "$GUARD" "$BIN/verbs_window_test" > "$LOG_DIR/verbs_window_test.log" 2>&1 ||
+        { echo "verbs_window_test exited $?:"; rc=1; }
+    cat "$LOG_DIR/verbs_window_test.log"
+    check "verbs_window_test ran its tests, none skipped" \
+        bash -c "grep -q '\[  PASSED  \] 5 tests' '$LOG_DIR/verbs_window_test.log' &&
+                 ! grep -q SKIPPED '$LOG_DIR/verbs_window_test.log'" || rc=1
+    # Turned off on the memory blade: one log line, and clients still work
+    # with the pool's rkey.
+    sed 's/"infiniband": {/"infiniband": {"memory_windows": false,/' "$WORK/smart.json" > "$WORK/smart.nowindows.json"
+    rdma_config "$WORK/blade.json" 64
+    SMART_CONFIG_PATH=$WORK/smart.nowindows.json start_blade nowindows "$BIN/test_rdma" --config "$WORK/blade.json" ||
+        return 1
+    rdma_config "$WORK/client.json" 64 "$BLADE_PORT"
+    run_client "$WORK/nowindows.log" --config "$WORK/client.json" --type cas --duration 1 2 4 ||
+        { echo "test_rdma against a blade without windows exited $?:"; cat "$WORK/nowindows.log"; rc=1; }
+    check "without windows: result line" expect_result "$WORK/nowindows.log" cas 2 4 || rc=1
+    check "without windows: one log line says why" \
+        test "$(grep -c 'no per-session memory windows (infiniband.memory_windows is false)' \
+            "$LOG_DIR/nowindows.blade.log")" = 1 || rc=1
+    check "without windows: no session reports windows" \
+        bash -c "! grep -q 'a memory window each' '$LOG_DIR/nowindows.blade.log'" || rc=1
     stop_blade "$BLADE_PID"
     return $rc
 }
@@ -235,7 +269,7 @@ PY
     return $rc
 }
 
-all_steps="tools test_rdma_ops doorbell_modes shared_qp two_blades huge_pages killed_blade integration"
+all_steps="tools test_rdma_ops memory_windows doorbell_modes shared_qp two_blades huge_pages killed_blade integration"
 steps=${*:-$all_steps}
 echo "verbs_tests: build $BUILD_DIR, steps: $steps"
 for s in $steps; do

@@ -47,6 +47,34 @@ TEST(Handshake, ServerHelloRoundTrips) {
   EXPECT_EQ(decoded.exported, hello.exported);
 }
 
+TEST(Handshake, ServerHelloCarriesAMemoryWindowPerQueuePair) {
+  ServerHello hello;
+  hello.regions[0] = RemoteRegion{0x7f0000000000, 1 << 20, 0xabcd, true};
+  hello.endpoints.push_back(QueuePairEndpoint{5, 6, 7, {}});
+  hello.endpoints.push_back(QueuePairEndpoint{8, 9, 7, {}});
+  hello.window_rkeys = {0x1101, 0x2202};
+  hello.session = SessionId{2, 1};
+  EXPECT_EQ(ServerHello::Decode(hello.Encode(), "blade").window_rkeys, hello.window_rkeys);
+  // None at all is the other valid form: a blade without windows.
+  hello.window_rkeys.clear();
+  EXPECT_TRUE(ServerHello::Decode(hello.Encode(), "blade").window_rkeys.empty());
+}
+
+TEST(Handshake, MemoryWindowsNotOnePerQueuePairAreRejected) {
+  ServerHello hello;
+  hello.regions[0] = RemoteRegion{0x7f0000000000, 1 << 20, 0xabcd, true};
+  hello.endpoints.push_back(QueuePairEndpoint{5, 6, 7, {}});
+  hello.endpoints.push_back(QueuePairEndpoint{8, 9, 7, {}});
+  hello.window_rkeys = {0x1101};
+  hello.session = SessionId{2, 1};
+  try {
+    ServerHello::Decode(hello.Encode(), "blade");
+    FAIL() << "one window for two queue pairs was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("1 memory windows for 2 queue pairs"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Handshake, SessionSlotOutOfRangeIsRejected) {
   ServerHello hello;
   hello.regions[0] = RemoteRegion{0x7f0000000000, 1 << 20, 0xabcd, true};

@@ -33,6 +33,7 @@ class FaultQueuePair : public QueuePair {
     return inner_->post_send(wr, bad_wr);
   }
   int max_inline_data() const override { return inner_->max_inline_data(); }
+  QueuePair& inner() { return *inner_; }
 
  private:
   std::unique_ptr<QueuePair> inner_;
@@ -58,6 +59,12 @@ class FaultDevice : public Device {
   std::unique_ptr<ThreadDomain> create_thread_domain() override { return inner_->create_thread_domain(); }
   std::unique_ptr<QueuePair> create_qp(const QueuePairOptions& options) override {
     return std::make_unique<FaultQueuePair>(inner_->create_qp(options));
+  }
+  std::string restrict_to_grants() override { return inner_->restrict_to_grants(); }
+  std::unique_ptr<AccessGrant> grant_access(const MemoryRegion& region, QueuePair& qp) override {
+    // Every queue pair of this device is one of ours: the grant binds the
+    // wrapped one, which carries the requests.
+    return inner_->grant_access(region, static_cast<FaultQueuePair&>(qp).inner());
   }
   std::string export_regions(const std::vector<const MemoryRegion*>& regions) override {
     return inner_->export_regions(regions);

@@ -69,6 +69,7 @@ VerbsDevice::VerbsDevice(const SmartConfig& config) : context_(std::make_shared<
 VerbsDevice::~VerbsDevice() = default;
 
 void VerbsDevice::open(const SmartConfig& config) {
+  memory_windows_wanted_ = config.infiniband.memory_windows;
   int count = 0;
   errno = 0;
   ibv_device** list = ibv_get_device_list(&count);

@@ -49,33 +49,9 @@ Context::~Context() {
 
 namespace {
 
-class VerbsRegion final : public MemoryRegion {
- public:
-  // `mapping` and `mapped_bytes` describe memory this region owns (a pool);
-  // nullptr when it only registers the caller's memory.
-  VerbsRegion(std::shared_ptr<Context> context, ibv_mr* mr, void* mapping, size_t mapped_bytes)
-      : context_(std::move(context)), mr_(mr), mapping_(mapping), mapped_bytes_(mapped_bytes) {
-    addr_ = mr->addr;
-    length_ = mr->length;
-    lkey_ = mr->lkey;
-    rkey_ = mr->rkey;
-  }
-  ~VerbsRegion() override {
-    const int rc = ibv_dereg_mr(mr_);
-    if (rc != 0) SMART_WARN("verbs transport: ibv_dereg_mr: %s", strerror(rc < 0 ? -rc : rc));
-    if (mapping_ != nullptr) munmap(mapping_, mapped_bytes_);
-  }
-
- private:
-  std::shared_ptr<Context> context_;
-  ibv_mr* mr_;
-  void* mapping_;
-  size_t mapped_bytes_;
-};
-
-ibv_mr* RegisterOrThrow(const Context& context, void* addr, size_t length, const char* what) {
+ibv_mr* RegisterOrThrow(const Context& context, void* addr, size_t length, const char* what, int access) {
   errno = 0;
-  ibv_mr* mr = ibv_reg_mr(context.pd, addr, length, kAllAccess);
+  ibv_mr* mr = ibv_reg_mr(context.pd, addr, length, access);
   if (mr != nullptr) return mr;
   const int error = ErrnoOr(ENOMEM);
   std::string hint;
@@ -92,7 +68,25 @@ ibv_mr* RegisterOrThrow(const Context& context, void* addr, size_t length, const
               " MiB on " + context.name + " failed: " + VerbError("ibv_reg_mr", error) + hint);
 }
 
+// A pool that only windows open to peers grants no remote access itself:
+// its rkey, guessed or leaked, reaches nothing.
+constexpr int kGrantsOnlyAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND;
+
 }  // namespace
+
+VerbsRegion::VerbsRegion(std::shared_ptr<Context> context, ibv_mr* mr, void* mapping, size_t mapped_bytes)
+    : context_(std::move(context)), mr_(mr), mapping_(mapping), mapped_bytes_(mapped_bytes) {
+  addr_ = mr->addr;
+  length_ = mr->length;
+  lkey_ = mr->lkey;
+  rkey_ = mr->rkey;
+}
+
+VerbsRegion::~VerbsRegion() {
+  const int rc = ibv_dereg_mr(mr_);
+  if (rc != 0) SMART_WARN("verbs transport: ibv_dereg_mr: %s", strerror(rc < 0 ? -rc : rc));
+  if (mapping_ != nullptr) munmap(mapping_, mapped_bytes_);
+}
 
 std::unique_ptr<MemoryRegion> VerbsDevice::allocate_shared_region(size_t bytes) {
   if (bytes == 0) throw Error("verbs transport: cannot allocate an empty region");
@@ -117,7 +111,8 @@ std::unique_ptr<MemoryRegion> VerbsDevice::allocate_shared_region(size_t bytes) 
                bytes >> 20, strerror(huge_error));
   }
   try {
-    ibv_mr* mr = RegisterOrThrow(*context_, addr, bytes, "the memory pool");
+    const int access = grants_only_ ? kGrantsOnlyAccess : kAllAccess;
+    ibv_mr* mr = RegisterOrThrow(*context_, addr, bytes, "the memory pool", access);
     return std::make_unique<VerbsRegion>(context_, mr, addr, mapped);
   } catch (...) {
     munmap(addr, mapped);
@@ -131,7 +126,8 @@ std::unique_ptr<MemoryRegion> VerbsDevice::adopt_shared_region(void* addr, size_
   if (fd >= 0) close(fd);
   if (addr == nullptr || length == 0) throw Error("verbs transport: cannot adopt an empty region");
   try {
-    ibv_mr* mr = RegisterOrThrow(*context_, addr, length, "the memory pool");
+    const int access = grants_only_ ? kGrantsOnlyAccess : kAllAccess;
+    ibv_mr* mr = RegisterOrThrow(*context_, addr, length, "the memory pool", access);
     return std::make_unique<VerbsRegion>(context_, mr, addr, length);
   } catch (...) {
     munmap(addr, length);
@@ -141,7 +137,7 @@ std::unique_ptr<MemoryRegion> VerbsDevice::adopt_shared_region(void* addr, size_
 
 std::unique_ptr<MemoryRegion> VerbsDevice::register_memory(void* addr, size_t length) {
   if (addr == nullptr || length == 0) throw Error("verbs transport: cannot register an empty buffer");
-  ibv_mr* mr = RegisterOrThrow(*context_, addr, length, "a local buffer");
+  ibv_mr* mr = RegisterOrThrow(*context_, addr, length, "a local buffer", kAllAccess);
   return std::make_unique<VerbsRegion>(context_, mr, nullptr, 0);
 }
 

@@ -30,6 +30,21 @@ struct Context {
   std::string name;  // device name, e.g. "mlx5_0" or "rxe0"
 };
 
+// Registered memory. A pool owns its mapping (`mapping`, `mapped_bytes`);
+// a local buffer (nullptr) only its registration.
+class VerbsRegion final : public MemoryRegion {
+ public:
+  VerbsRegion(std::shared_ptr<Context> context, ibv_mr* mr, void* mapping, size_t mapped_bytes);
+  ~VerbsRegion() override;
+  ibv_mr* mr() const { return mr_; }
+
+ private:
+  std::shared_ptr<Context> context_;
+  ibv_mr* mr_;
+  void* mapping_;
+  size_t mapped_bytes_;
+};
+
 class VerbsCompletionQueue final : public CompletionQueue {
  public:
   VerbsCompletionQueue(std::shared_ptr<Context> context, ibv_cq* cq) : context_(std::move(context)), cq_(cq) {}
@@ -79,6 +94,7 @@ class VerbsQueuePair final : public QueuePair {
  public:
   VerbsQueuePair(std::shared_ptr<Context> context, const PathSettings* path, ibv_qp* qp, int max_inline);
   ~VerbsQueuePair() override;
+  ibv_qp* qp() const { return qp_; }
   QueuePairEndpoint endpoint() const override;
   void connect(const QueuePairEndpoint& remote, std::shared_ptr<PeerMemory> peer) override;
   int post_send(ibv_send_wr* wr, ibv_send_wr** bad_wr) override;
@@ -106,6 +122,8 @@ class VerbsDevice final : public Device {
   std::unique_ptr<CompletionQueue> create_cq(int depth, ThreadDomain* domain, bool concurrent) override;
   std::unique_ptr<ThreadDomain> create_thread_domain() override;
   std::unique_ptr<QueuePair> create_qp(const QueuePairOptions& options) override;
+  std::string restrict_to_grants() override;
+  std::unique_ptr<AccessGrant> grant_access(const MemoryRegion& region, QueuePair& qp) override;
   std::string export_regions(const std::vector<const MemoryRegion*>& regions) override;
   std::shared_ptr<PeerMemory> import_regions(const std::vector<RemoteRegion>& regions,
                                               const std::string& exported) override;
@@ -119,6 +137,10 @@ class VerbsDevice final : public Device {
   ibv_port_attr port_attr_{};
   std::string driver_;
   PathSettings path_;
+  bool memory_windows_wanted_ = true;  // infiniband.memory_windows
+  // restrict_to_grants() succeeded: pools are registered for window binding
+  // only, with no remote access of their own.
+  bool grants_only_ = false;
   std::string doorbell_note_;  // why the doorbell mode differs from the configured one, if it does
   std::atomic<bool> thread_domains_refused_{false};
   mutable std::mutex note_mutex_;

@@ -132,11 +132,16 @@ t_windows_cost() {
     local without_pid=$BLADE_PID without_port=$BLADE_PORT rc=0 type round side
     grep -q "gets its own memory window" "$LOG_DIR/windows.blade.log" ||
         { echo "the first memory blade has no windows:"; cat "$LOG_DIR/windows.blade.log"; rc=1; }
+    grep -q "no per-session memory windows (infiniband.memory_windows is false)" "$LOG_DIR/nowindows.blade.log" ||
+        { echo "the second memory blade did not turn windows off:"; cat "$LOG_DIR/nowindows.blade.log"; rc=1; }
+    [ $rc = 0 ] || { stop_blade "$with_pid"; stop_blade "$without_pid"; return 1; }
     for type in read cas; do
         : > "$WORK/windows.$type.ratios"
         for round in $(seq 1 "$ROUNDS"); do
-            local with_rate= without_rate=
-            for side in with without; do
+            local with_rate= without_rate= order="with without"
+            # Each side goes first every other round.
+            [ $((round % 2)) = 0 ] && order="without with"
+            for side in $order; do
                 local port_var=${side}_port
                 rdma_config "$WORK/client.$side.json" "$POOL_MIB" "${!port_var}"
                 local log=$LOG_DIR/windows.$type.$side.$round.log

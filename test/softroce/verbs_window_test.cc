@@ -131,13 +131,29 @@ class VerbsWindowTest : public ::testing::Test {
   std::vector<std::unique_ptr<Link>> links_;
 };
 
+// First: a window that outlives its grant also hangs the teardown of
+// every later test (the device keeps the pool), which should not hide this
+// test's own failure.
+TEST_F(VerbsWindowTest, ARevokedKeyIsRefused) {
+  Build(true);
+  ASSERT_EQ(restriction_, "");
+  Link& link = Connect();
+  std::unique_ptr<AccessGrant> grant = blade_->grant_access(*pool_, *link.blade_qp);
+  ASSERT_NE(grant, nullptr);
+  const uint32_t rkey = grant->rkey();
+  ASSERT_EQ(Post(link, IBV_WR_RDMA_READ, rkey, 9), IBV_WC_SUCCESS);
+  grant.reset();  // what the blade does when the session ends
+  local_[0] = 0xbadull;
+  EXPECT_EQ(Post(link, IBV_WR_RDMA_WRITE, rkey, 9), IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(pool_words()[9], 0x5000000000000000ull + 9);
+}
+
 TEST_F(VerbsWindowTest, TheDeviceGivesWindowsAndTheKeyReadsWritesAndSwapsOnItsQueuePair) {
   Build(true);
   ASSERT_EQ(restriction_, "") << "the device refused per-session windows";
   Link& link = Connect();
   std::unique_ptr<AccessGrant> grant = blade_->grant_access(*pool_, *link.blade_qp);
   ASSERT_NE(grant, nullptr);
-  EXPECT_NE(grant->rkey(), pool_->rkey());
 
   ASSERT_EQ(Post(link, IBV_WR_RDMA_READ, grant->rkey(), 100), IBV_WC_SUCCESS);
   EXPECT_EQ(local_[0], 0x5000000000000000ull + 100);
@@ -158,7 +174,6 @@ TEST_F(VerbsWindowTest, AnotherClientsQueuePairCannotUseTheKey) {
   std::unique_ptr<AccessGrant> second_grant = blade_->grant_access(*pool_, *second.blade_qp);
   ASSERT_NE(first_grant, nullptr);
   ASSERT_NE(second_grant, nullptr);
-  EXPECT_NE(first_grant->rkey(), second_grant->rkey());
   // Each works on its own queue pair...
   ASSERT_EQ(Post(second, IBV_WR_RDMA_READ, second_grant->rkey(), 5), IBV_WC_SUCCESS);
   ASSERT_EQ(Post(first, IBV_WR_RDMA_READ, first_grant->rkey(), 6), IBV_WC_SUCCESS);
@@ -168,29 +183,20 @@ TEST_F(VerbsWindowTest, AnotherClientsQueuePairCannotUseTheKey) {
   EXPECT_EQ(pool_words()[7], 0x5000000000000000ull + 7);
 }
 
-TEST_F(VerbsWindowTest, ARevokedKeyIsRefused) {
-  Build(true);
-  ASSERT_EQ(restriction_, "");
-  Link& link = Connect();
-  std::unique_ptr<AccessGrant> grant = blade_->grant_access(*pool_, *link.blade_qp);
-  ASSERT_NE(grant, nullptr);
-  const uint32_t rkey = grant->rkey();
-  ASSERT_EQ(Post(link, IBV_WR_RDMA_READ, rkey, 9), IBV_WC_SUCCESS);
-  grant.reset();  // what the blade does when the session ends
-  local_[0] = 0xbadull;
-  EXPECT_EQ(Post(link, IBV_WR_RDMA_WRITE, rkey, 9), IBV_WC_REM_ACCESS_ERR);
-  EXPECT_EQ(pool_words()[9], 0x5000000000000000ull + 9);
-}
-
 TEST_F(VerbsWindowTest, WithWindowsThePoolsOwnKeyOpensNothing) {
   Build(true);
   ASSERT_EQ(restriction_, "");
-  Link& link = Connect();
-  std::unique_ptr<AccessGrant> grant = blade_->grant_access(*pool_, *link.blade_qp);
-  ASSERT_NE(grant, nullptr);
-  local_[0] = 0xbadull;
-  EXPECT_EQ(Post(link, IBV_WR_RDMA_WRITE, pool_->rkey(), 11), IBV_WC_REM_ACCESS_ERR);
-  EXPECT_EQ(pool_words()[11], 0x5000000000000000ull + 11);
+  // A refused request breaks its queue pair: one link per kind of access.
+  for (ibv_wr_opcode opcode : {IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE, IBV_WR_ATOMIC_CMP_AND_SWP}) {
+    Link& link = Connect();
+    std::unique_ptr<AccessGrant> grant = blade_->grant_access(*pool_, *link.blade_qp);
+    ASSERT_NE(grant, nullptr);
+    local_[0] = 0xbadull;
+    EXPECT_EQ(Post(link, opcode, pool_->rkey(), 11, 0x5000000000000000ull + 11, 0xbadull), IBV_WC_REM_ACCESS_ERR)
+        << "opcode " << opcode;
+    EXPECT_EQ(pool_words()[11], 0x5000000000000000ull + 11);
+    if (opcode == IBV_WR_RDMA_READ) EXPECT_EQ(local_[0], 0xbadull) << "the pool's key read the pool";
+  }
 }
 
 TEST_F(VerbsWindowTest, TurnedOffEveryQueuePairUsesThePoolsKey) {

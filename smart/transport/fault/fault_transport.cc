@@ -5,6 +5,8 @@
 // it with a remote access error, as a NIC does.
 #include "fault_internal.h"
 
+#include "smart/status.h"
+
 namespace smart::fault_internal {
 
 namespace {
@@ -64,7 +66,9 @@ class FaultDevice : public Device {
   std::unique_ptr<AccessGrant> grant_access(const MemoryRegion& region, QueuePair& qp) override {
     // Every queue pair of this device is one of ours: the grant binds the
     // wrapped one, which carries the requests.
-    return inner_->grant_access(region, static_cast<FaultQueuePair&>(qp).inner());
+    auto* ours = dynamic_cast<FaultQueuePair*>(&qp);
+    if (ours == nullptr) throw Error("fault injection: a grant for a queue pair this device did not create");
+    return inner_->grant_access(region, ours->inner());
   }
   std::string export_regions(const std::vector<const MemoryRegion*>& regions) override {
     return inner_->export_regions(regions);

@@ -68,10 +68,6 @@ ibv_mr* RegisterOrThrow(const Context& context, void* addr, size_t length, const
               " MiB on " + context.name + " failed: " + VerbError("ibv_reg_mr", error) + hint);
 }
 
-// A pool that only windows open to peers grants no remote access itself:
-// its rkey, guessed or leaked, reaches nothing.
-constexpr int kGrantsOnlyAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND;
-
 }  // namespace
 
 VerbsRegion::VerbsRegion(std::shared_ptr<Context> context, ibv_mr* mr, void* mapping, size_t mapped_bytes)

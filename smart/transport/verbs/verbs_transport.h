@@ -30,6 +30,10 @@ struct Context {
   std::string name;  // device name, e.g. "mlx5_0" or "rxe0"
 };
 
+// A pool that only windows open to peers grants no remote access itself:
+// its rkey, guessed or leaked, reaches nothing.
+constexpr int kGrantsOnlyAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND;
+
 // Registered memory. A pool owns its mapping (`mapping`, `mapped_bytes`);
 // a local buffer (nullptr) only its registration.
 class VerbsRegion final : public MemoryRegion {

@@ -105,9 +105,13 @@ static_assert(kNamedRootRegistryOffset >= sizeof(SuperChunk));
 static_assert(kNamedRootRegistryOffset + kMaxNamedRoots * kNamedRootEntrySize <= kSessionTableOffset);
 static_assert(kSessionTableOffset + 8 * kMaxSessions <= kChunkSize);
 
-/// Session word: bit 63 set while the session is connected; bits 0-13 the
-/// incarnation of the slot, bumped each time the slot is handed out again.
+/// Session word: bit 63 set while the session is connected; bit 62 set by a
+/// client that found a lock of this session's past its lease, asking the
+/// memory blade to fence the session (end it: its queue pairs and memory
+/// windows go); bits 0-13 the incarnation of the slot, bumped each time the
+/// slot is handed out again.
 constexpr uint64_t kSessionAliveBit = uint64_t{1} << 63;
+constexpr uint64_t kSessionFenceBit = uint64_t{1} << 62;  ///< fence requested (see above)
 constexpr int kSessionIncarnationBits = 14;  ///< width of the incarnation
 constexpr uint64_t kSessionIncarnationMask = (uint64_t{1} << kSessionIncarnationBits) - 1;  ///< the incarnation bits of a session word
 /// Offset in chunk 0 of session slot `slot`'s word.

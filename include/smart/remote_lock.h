@@ -19,9 +19,14 @@
 /// take-over could have overtaken; the new holder (told by `took_over`)
 /// finishes or undoes what the old one left half done. On verbs a client whose
 /// session ended can no longer write at all (its queue pairs are gone at the
-/// blade). On shm every client maps the pool, so a paused holder that wakes
-/// between its renew() and its next write can still complete that one write:
-/// the renew-before-write rule keeps this window to one write.
+/// blade), and a take-over by lease fences the holder first: the taker sets
+/// the fence bit in the holder's session word and waits (up to
+/// LeaseOptions::fence_wait_ns) until the blade ended that session, revoking
+/// its memory windows and destroying its queue pairs, so the paused holder's
+/// later work requests fail at the NIC. On shm every client maps the pool,
+/// there is no fence, and a paused holder that wakes between its renew() and
+/// its next write can still complete that one write: the renew-before-write
+/// rule keeps this window to one write.
 ///
 /// Lock word layout (0: free; bit 63 is never set in a held word, so users
 /// may give words with bit 63 set a meaning of their own):
@@ -80,6 +85,14 @@ struct LeaseOptions {
   uint64_t session_check_ns = 10000000;
   /// Longest acquire() waits for a live holder; 0: as long as it lives.
   uint64_t max_wait_ns = 0;
+  /// Where a fence is hard (verbs): a waiter that finds a holder past its
+  /// lease asks the memory blade to end the holder's session before taking
+  /// over (see the file's description). Never for a holder of the waiter's
+  /// own session.
+  bool fence = true;
+  /// How long a waiter waits for the blade to carry out a fence; past it the
+  /// take-over goes ahead unfenced, with a warning.
+  uint64_t fence_wait_ns = 1000000000;
 };
 
 /// Tells a waiter when the holder of a word it keeps observing is gone.
@@ -100,9 +113,14 @@ class LeaseWatch {
   uint64_t unchanged_ns() const;
   /// The last `dead` came from the session table, not the lease.
   bool by_session() const { return by_session_; }
+  /// The last `dead` by lease ended with the holder's session fenced.
+  bool fenced() const { return fenced_; }
 
  private:
   Status session_alive(uint64_t word, bool* alive);
+  // Asks the blade to end the session that holds `word` and waits until it
+  // did or fence_wait_ns passed.
+  Status fence(uint64_t word);
 
   Initiator& initiator_;
   node_t node_;
@@ -114,6 +132,7 @@ class LeaseWatch {
   uint64_t observed_ns_ = 0;  // when observe() last ran
   uint64_t last_check_ns_ = 0;
   bool by_session_ = false;
+  bool fenced_ = false;
 };
 
 /// What acquire() found on its way to the lock.
@@ -121,6 +140,7 @@ struct LockAcquireInfo {
   bool took_over = false;    ///< the previous holder died holding the lock
   uint64_t previous = 0;     ///< its lock word
   bool by_session = false;   ///< its death was seen in the session table
+  bool fenced = false;       ///< its lease ran out and the blade fenced its session first
   uint64_t waited_ns = 0;  ///< time spent waiting
 };
 

@@ -436,12 +436,23 @@ void Initiator::Impl::watch_connections() {
       bool present = false;
       for (auto& live : connections) present = present || live.get() == c;
       if (!present) continue;
-      char buf[16];
+      char buf[256];
       const ssize_t r = recv(c->tcp_fd, buf, sizeof(buf), MSG_DONTWAIT);
-      if (r > 0 || (r < 0 && errno == EAGAIN)) continue;
+      if (r > 0) {
+        // A blade that ends the session says why first (a fence); keep a
+        // bounded amount of it for the line below.
+        c->farewell.append(buf, std::min<size_t>(static_cast<size_t>(r), 512 - std::min<size_t>(512, c->farewell.size())));
+        continue;
+      }
+      if (r < 0 && errno == EAGAIN) continue;
       c->failed.store(true);
       if (c->peer) c->peer->mark_failed();
-      SMART_WARN("%s closed its connection: the memory blade is gone; requests to it will fail", c->name().c_str());
+      if (!c->farewell.empty()) {
+        SMART_WARN("%s ended this client's session (%s); requests to it will fail", c->name().c_str(),
+                   PeerText(c->farewell).c_str());
+      } else {
+        SMART_WARN("%s closed its connection: the memory blade is gone; requests to it will fail", c->name().c_str());
+      }
     }
   }
 }

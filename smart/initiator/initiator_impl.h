@@ -41,6 +41,7 @@ struct Connection {
   std::vector<uint32_t> window_rkeys;
   std::shared_ptr<PeerMemory> peer;
   int tcp_fd = -1;
+  std::string farewell;  // what the blade said before it closed the connection (watcher thread only)
   SessionId session;  // given by the memory blade at the handshake
   std::atomic<bool> failed{false};
 

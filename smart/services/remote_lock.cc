@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "smart/fault_injection.h"
+#include "smart/logging.h"
 #include "smart/task.h"
 #include "smart/throttle.h"
 
@@ -106,9 +107,47 @@ Status LeaseWatch::session_alive(uint64_t word, bool* alive) {
   return Status::OK();
 }
 
+Status LeaseWatch::fence(uint64_t word) {
+  if (!options_.fence || !IsHeldLockWord(word) || initiator_.transport() != TransportKind::kVerbs) return Status::OK();
+  const LockOwner o = DecodeLockWord(word);
+  const SessionId own = initiator_.session(node_);
+  if (own.slot == o.session.slot && own.incarnation == o.session.incarnation) return Status::OK();
+  const GlobalAddress session_word(node_, SessionWordAddress(o.session.slot));
+  const uint64_t deadline = MonotonicNs() + options_.fence_wait_ns;
+  for (;;) {
+    Status s = initiator_.read(scratch_, session_word, 8, Option::kSync);
+    if (!s.ok()) return s;
+    const uint64_t session = scratch_[0];
+    if ((session & kSessionAliveBit) == 0 || (session & kSessionIncarnationMask) != o.session.incarnation) {
+      fenced_ = true;  // ended: by the fence, or on its own meanwhile
+      return Status::OK();
+    }
+    if ((session & kSessionFenceBit) == 0) {
+      // A lost race (another waiter's request, the session ending) shows
+      // in the next read.
+      s = initiator_.compare_and_swap(scratch_, session_word, session, session | kSessionFenceBit, Option::kSync);
+      if (!s.ok()) return s;
+    }
+    if (MonotonicNs() >= deadline) {
+      SMART_WARN("remote lock: memory node %d did not fence %s within %.1f s; taking the lock over unfenced",
+                 static_cast<int>(node_), DescribeLockWord(word).c_str(),
+                 static_cast<double>(options_.fence_wait_ns) / 1e9);
+      return Status::OK();
+    }
+    // The blade looks every few milliseconds; give the thread's other
+    // tasks the time.
+    if (this_task::id() != 0) {
+      this_task::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+}
+
 Status LeaseWatch::observe(uint64_t observed, bool* dead) {
   *dead = false;
   by_session_ = false;
+  fenced_ = false;
   const uint64_t now = MonotonicNs();
   // Looked away for more than half a lease: the word may have moved and
   // come back meanwhile, so its stand-still starts over.
@@ -121,7 +160,7 @@ Status LeaseWatch::observe(uint64_t observed, bool* dead) {
     since_ns_ = now;
   } else if (now - since_ns_ >= options_.lease_ns) {
     *dead = true;
-    return Status::OK();
+    return fence(observed);
   }
   if (!IsHeldLockWord(observed)) return Status::OK();
   if (!changed && now - last_check_ns_ < options_.session_check_ns) return Status::OK();
@@ -210,6 +249,7 @@ Status RemoteLock::try_acquire(bool* acquired, LockAcquireInfo* info) {
     info->took_over = true;
     info->previous = old;
     info->by_session = watch_.by_session();
+    info->fenced = watch_.fenced();
   }
   return Status::OK();
 }

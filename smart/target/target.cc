@@ -125,7 +125,7 @@ Target::Target(const SmartConfig& smart_config, const BackendConfig& backend_con
     // clients take over its locks and builds at once. Incarnations go on,
     // so no old lock word can match a new session.
     for (int slot = 1; slot < kMaxSessions; ++slot) {
-      __atomic_and_fetch(&impl_->session_table[slot], ~kSessionAliveBit, __ATOMIC_RELEASE);
+      __atomic_and_fetch(&impl_->session_table[slot], ~(kSessionAliveBit | kSessionFenceBit), __ATOMIC_RELEASE);
     }
     impl_->reopened = true;
     SMART_INFO("memory blade: reopened the pool, %s: %" PRIu64 " of %" PRIu64 " chunks in use",
@@ -171,7 +171,7 @@ void Target::Impl::close_session_slot(int slot) {
   if (slot <= 0) return;
   // Clearing the alive bit is what lets waiters take this client's locks
   // over at once instead of waiting out their leases.
-  __atomic_and_fetch(&session_table[slot], ~kSessionAliveBit, __ATOMIC_RELEASE);
+  __atomic_and_fetch(&session_table[slot], ~(kSessionAliveBit | kSessionFenceBit), __ATOMIC_RELEASE);
   std::lock_guard<std::mutex> lock(mutex);
   free_slots.push_back(slot);
 }

@@ -89,6 +89,9 @@ struct Target::Impl {
   bool reopened = false;
   bool persistent = false;  // a file or device: synced when the blade stops
 
+  // Ends every session whose word carries the fence bit (a lock taker's
+  // request), as if its client had disconnected.
+  void fence_requested_sessions();
   // Hands out a session slot and publishes it as alive; 0 when none is free.
   int open_session_slot(SessionId* id);
   // Publishes the slot's session as gone and returns the slot.

@@ -28,6 +28,10 @@ namespace {
 constexpr int kMaxAcceptBackoffMs = 1000;
 constexpr size_t kMaxLingeringRefusals = 64;
 constexpr auto kRefusalLinger = std::chrono::seconds(1);
+// How often the blade looks for fence requests in its live sessions' words:
+// a client taking a lock over from a session that let its lease run out
+// waits about this long for the fence.
+constexpr int kFenceScanMs = 5;
 
 std::chrono::steady_clock::time_point Now() { return std::chrono::steady_clock::now(); }
 
@@ -88,7 +92,7 @@ void Target::Impl::serve() {
       }
     }
     const size_t first_refused = fds.size();
-    int timeout_ms = 500;
+    int timeout_ms = watched.empty() ? 500 : kFenceScanMs;
     for (const Refused& r : refused) {
       fds.push_back({r.fd, POLLIN, 0});
       timeout_ms = std::min(timeout_ms, MillisecondsUntil(r.until));
@@ -134,9 +138,40 @@ void Target::Impl::serve() {
         close_session_slot(slot);
       }
     }
+    fence_requested_sessions();
     drain_refused(fds, first_refused);
     reap_handshakes(false);
     if (accepting && (fds[0].revents & POLLIN)) accept_one();
+  }
+}
+
+void Target::Impl::fence_requested_sessions() {
+  std::vector<std::unique_ptr<Session>> fenced;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto it = sessions.begin(); it != sessions.end();) {
+      const uint64_t word = __atomic_load_n(&session_table[(*it)->slot], __ATOMIC_ACQUIRE);
+      if ((word & kSessionFenceBit) != 0) {
+        fenced.push_back(std::move(*it));
+        it = sessions.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (std::unique_ptr<Session>& gone : fenced) {
+    SMART_WARN("memory blade: fencing client %s (session %d): another client found a lock of it past its lease; its "
+               "memory windows and queue pairs go, and it must connect again",
+               gone->peer.c_str(), gone->slot);
+    // Why, for the client's log; best effort, the connection closes next.
+    const std::string why = "fenced: another client found a lock of this session past its lease";
+    ssize_t ignored = send(gone->fd, why.data(), why.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)ignored;
+    // Windows, then queue pairs, then the slot: when the taker sees the
+    // alive bit clear, nothing of this session can reach the pool.
+    const int slot = gone->slot;
+    gone.reset();
+    close_session_slot(slot);
   }
 }
 
@@ -339,6 +374,10 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
       if (auto grant = device->grant_access(*pool, *session->qps.back())) {
         reply.window_rkeys.push_back(grant->rkey());
         session->grants.push_back(std::move(grant));
+        if (Now() > deadline) {
+          throw Error("binding " + std::to_string(session->grants.size()) + " memory windows took longer than "
+                      "connect_timeout_ms");
+        }
       }
     }
     reply.regions[kMainMemoryRegion] = pool->remote();

@@ -383,7 +383,10 @@ int LockTake(const Options& opts) {
   LockAcquireInfo info;
   Status s = lock.acquire(&info);
   if (!s.ok()) throw Error("acquire: " + s.ToString());
-  const char* why = !info.took_over ? "free" : info.by_session ? "holder's session ended" : "holder's lease expired";
+  const char* why = !info.took_over    ? "free"
+                    : info.by_session ? "holder's session ended"
+                    : info.fenced     ? "holder's lease expired, its session fenced"
+                                      : "holder's lease expired";
   printf("acquired after %.3f s (%s; previous %s)\n", static_cast<double>(info.waited_ns) / 1e9, why,
          DescribeLockWord(info.previous).c_str());
   s = lock.release();

@@ -10,6 +10,7 @@ A mutant file:
     tests: a ctest -R regular expression
     guest: verbs_tests.sh steps (optional; instead of tests: the steps run
            over verbs in the Soft-RoCE guest, for code only a device reaches)
+    guest_tests: a ctest -R expression narrowing the guest's integration step
     find:
     <exact text, one or more lines>
     replace:
@@ -43,6 +44,8 @@ def parse(path):
                 meta["tests"] = line[6:].strip()
             elif section is None and line.startswith("guest:"):
                 meta["guest"] = line[6:].split()
+            elif section is None and line.startswith("guest_tests:"):
+                meta["guest_tests"] = line[12:].strip()
             elif line == "find:":
                 section = "find"
             elif line == "replace:":
@@ -99,9 +102,28 @@ def main():
         configure.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
     if run(configure, log) != 0 or run(["cmake", "--build", build, "-j", str(args.jobs)], log) != 0:
         raise SystemExit(f"the unmutated tree does not build; see {log}")
+
+    def guest(name, steps, tests=""):
+        env = dict(os.environ, SOFTROCE_CACHE=os.path.join(args.work, "softroce-cache"), SOFTROCE_MEM="3072")
+        if tests:
+            env.update(SMART_VERBS_TESTS=tests, SOFTROCE_PASS_ENV="SMART_VERBS_TESTS")
+        return run([os.path.join(src, "test", "softroce", "guest.sh"), "--timeout", "900", "--out",
+                    os.path.join(args.work, "guest-" + name), "--",
+                    os.path.join(src, "test", "softroce", "verbs_tests.sh"), build] + steps, log, env=env)
+
+    # A guest step that fails without any mutant would "kill" every mutant
+    # that names it: each set of steps must pass on the unmutated tree first.
+    parsed = [(path, parse(path)) for path in mutants]
+    baseline = {}
+    for _, m in parsed:
+        key = (tuple(m["guest"]), m.get("guest_tests", "")) if "guest" in m else None
+        if key is not None and key not in baseline:
+            baseline[key] = guest("unmutated-" + "-".join(key[0]), list(key[0]), key[1])
+            if baseline[key] != 0:
+                print(f"guest steps {' '.join(key[0])} {key[1]} fail on the unmutated tree (exit {baseline[key]}); "
+                      f"see {log}", flush=True)
     survived, broken = [], []
-    for path in mutants:
-        m = parse(path)
+    for path, m in parsed:
         name = os.path.basename(path)
         target = os.path.join(src, m["file"])
         with open(target) as f:
@@ -120,10 +142,18 @@ def main():
                 broken.append(name)
                 continue
             if "guest" in m:
-                env = dict(os.environ, SOFTROCE_CACHE=os.path.join(args.work, "softroce-cache"), SOFTROCE_MEM="3072")
-                tests = run([os.path.join(src, "test", "softroce", "guest.sh"), "--timeout", "900", "--out",
-                             os.path.join(args.work, "guest-" + name), "--",
-                             os.path.join(src, "test", "softroce", "verbs_tests.sh"), build] + m["guest"], log, env=env)
+                if baseline[(tuple(m["guest"]), m.get("guest_tests", ""))] != 0:
+                    print(f"BROKEN   {name}: its guest steps fail without it", flush=True)
+                    broken.append(name)
+                    continue
+                tests = guest(name, m["guest"], m.get("guest_tests", ""))
+                # The harness's own failures (77: QEMU or the kernel missing,
+                # 124: the guest timed out, 125: boot or setup) say nothing
+                # about the mutant.
+                if tests in (77, 124, 125):
+                    print(f"BROKEN   {name}: the guest failed (exit {tests}); see {log}", flush=True)
+                    broken.append(name)
+                    continue
             else:
                 tests = run(["ctest", "--test-dir", build, "-LE", "softroce", "-R", m["tests"], "--no-tests=error",
                              f"-j{args.jobs}", "--timeout", "120"], log)

@@ -95,6 +95,30 @@ TEST_F(RemoteLockTest, EverySessionGetsItsOwnSlotAndTheBladeSeesItGo) {
   EXPECT_NE(session_word(sb.slot) & kSessionAliveBit, 0u);
 }
 
+TEST_F(RemoteLockTest, AFenceRequestEndsThatSessionAndNoOther) {
+  auto a = Client(), b = Client(), c = Client();
+  const SessionId sa = a->session(0), sb = b->session(0), sc = c->session(0);
+  uint64_t* scratch = Scratch(*b);
+  const uint64_t alive = kSessionAliveBit | sa.incarnation;
+  // What a lock taker does (LeaseWatch, over verbs): one CAS on the
+  // holder's session word.
+  ASSERT_TRUE(b->compare_and_swap(scratch, GlobalAddress(0, SessionWordAddress(sa.slot)), alive,
+                                  alive | kSessionFenceBit, Option::kSync)
+                  .ok());
+  ASSERT_EQ(scratch[0], alive);
+  WaitUntil([&] { return (session_word(sa.slot) & kSessionAliveBit) == 0; });
+  // The slot is free for its next client, fence bit cleared, incarnation kept.
+  EXPECT_EQ(session_word(sa.slot), static_cast<uint64_t>(sa.incarnation));
+  EXPECT_EQ(session_word(sb.slot), kSessionAliveBit | sb.incarnation);
+  EXPECT_EQ(session_word(sc.slot), kSessionAliveBit | sc.incarnation);
+  // The fenced client learns it from its closed connection: its requests
+  // fail from then on; the others' still work.
+  uint64_t* a_scratch = Scratch(*a);
+  WaitUntil([&] { return !a->read(a_scratch, GlobalAddress(0, kCounterOffset), 8, Option::kSync).ok(); });
+  EXPECT_TRUE(b->read(scratch, GlobalAddress(0, kCounterOffset), 8, Option::kSync).ok());
+  EXPECT_TRUE(c->read(Scratch(*c), GlobalAddress(0, kCounterOffset), 8, Option::kSync).ok());
+}
+
 TEST_F(RemoteLockTest, SecondClientWaitsUntilRelease) {
   auto a = Client(), b = Client();
   RemoteLock la(*a, GlobalAddress(0, kLockOffset), Scratch(*a));
@@ -143,6 +167,9 @@ TEST_F(RemoteLockTest, PausedHolderLosesItsLockAfterTheLeaseAndCannotRelease) {
   ASSERT_TRUE(lb.acquire(&info).ok());
   EXPECT_TRUE(info.took_over);
   EXPECT_FALSE(info.by_session);
+  // shm has no hard fence: the paused holder keeps its session.
+  EXPECT_FALSE(info.fenced);
+  EXPECT_NE(session_word(a->session(0).slot) & kSessionAliveBit, 0u);
   const uint64_t owner_b = *remote_word(kLockOffset);
   EXPECT_EQ(owner_b, lb.word());
   // The slow holder finds out at its next CAS and writes nothing.

@@ -19,12 +19,14 @@
 /// take-over could have overtaken; the new holder (told by `took_over`)
 /// finishes or undoes what the old one left half done. On verbs a client whose
 /// session ended can no longer write at all (its queue pairs are gone at the
-/// blade), and a take-over by lease fences the holder first: the taker sets
-/// the fence bit in the holder's session word and waits (up to
-/// LeaseOptions::fence_wait_ns) until the blade ended that session, revoking
-/// its memory windows and destroying its queue pairs, so the paused holder's
-/// later work requests fail at the NIC. On shm every client maps the pool,
-/// there is no fence, and a paused holder that wakes between its renew() and
+/// blade), and a take-over by lease fences the old holder: right after its
+/// take-over CAS (so only the winner does, and only for a lock it really
+/// took), the new holder sets the fence bit in the old holder's session word
+/// and waits (up to LeaseOptions::fence_wait_ns) until the blade ended that
+/// session, revoking its memory windows and destroying its queue pairs, so
+/// the paused holder's later work requests fail at the NIC; only then does
+/// acquire() return. On shm every client maps the pool, there is no hard
+/// fence (FenceMode), and a paused holder that wakes between its renew() and
 /// its next write can still complete that one write: the renew-before-write
 /// rule keeps this window to one write.
 ///
@@ -74,6 +76,13 @@ std::string DescribeLockWord(uint64_t word);
 /// `word` with its lease counter moved one forward.
 uint64_t NextLease(uint64_t word);
 
+/// When a take-over by lease ends the old holder's session (LeaseWatch::fence).
+enum class FenceMode : uint8_t {
+  kNever,      ///< never
+  kWhereHard,  ///< on verbs, where ending the session stops its requests at the NIC
+  kAlways,     ///< on shm too, where the session ends but its mapped pool stays (tests)
+};
+
 /// How long a lease lasts and how long waiters wait.
 struct LeaseOptions {
   /// A holder whose word did not move for this long is taken to be dead. A
@@ -85,11 +94,9 @@ struct LeaseOptions {
   uint64_t session_check_ns = 10000000;
   /// Longest acquire() waits for a live holder; 0: as long as it lives.
   uint64_t max_wait_ns = 0;
-  /// Where a fence is hard (verbs): a waiter that finds a holder past its
-  /// lease asks the memory blade to end the holder's session before taking
-  /// over (see the file's description). Never for a holder of the waiter's
-  /// own session.
-  bool fence = true;
+  /// Whether a take-over by lease ends the old holder's session first (see
+  /// the file's description). Never for a holder of the taker's own session.
+  FenceMode fence = FenceMode::kWhereHard;
   /// How long a waiter waits for the blade to carry out a fence; past it the
   /// take-over goes ahead unfenced, with a warning.
   uint64_t fence_wait_ns = 1000000000;
@@ -113,14 +120,17 @@ class LeaseWatch {
   uint64_t unchanged_ns() const;
   /// The last `dead` came from the session table, not the lease.
   bool by_session() const { return by_session_; }
-  /// The last `dead` by lease ended with the holder's session fenced.
+  /// For the client that just took `word` over by lease (its CAS replaced
+  /// it): asks the memory blade to end the session that held it, and waits
+  /// until the blade did or LeaseOptions::fence_wait_ns passed (then it
+  /// warns and returns). Does nothing per LeaseOptions::fence, for a word
+  /// that is not a held lock word, or for a holder of this client's session.
+  void fence(uint64_t word);
+  /// The last fence() saw the holder's session end.
   bool fenced() const { return fenced_; }
 
  private:
   Status session_alive(uint64_t word, bool* alive);
-  // Asks the blade to end the session that holds `word` and waits until it
-  // did or fence_wait_ns passed.
-  Status fence(uint64_t word);
 
   Initiator& initiator_;
   node_t node_;

@@ -107,47 +107,46 @@ Status LeaseWatch::session_alive(uint64_t word, bool* alive) {
   return Status::OK();
 }
 
-Status LeaseWatch::fence(uint64_t word) {
-  if (!options_.fence || !IsHeldLockWord(word) || initiator_.transport() != TransportKind::kVerbs) return Status::OK();
+void LeaseWatch::fence(uint64_t word) {
+  fenced_ = false;
+  if (options_.fence == FenceMode::kNever || !IsHeldLockWord(word)) return;
+  if (options_.fence == FenceMode::kWhereHard && initiator_.transport() != TransportKind::kVerbs) return;
   const LockOwner o = DecodeLockWord(word);
   const SessionId own = initiator_.session(node_);
-  if (own.slot == o.session.slot && own.incarnation == o.session.incarnation) return Status::OK();
+  if (own.slot == o.session.slot && own.incarnation == o.session.incarnation) return;
   const GlobalAddress session_word(node_, SessionWordAddress(o.session.slot));
   const uint64_t deadline = MonotonicNs() + options_.fence_wait_ns;
   for (;;) {
     Status s = initiator_.read(scratch_, session_word, 8, Option::kSync);
-    if (!s.ok()) return s;
+    if (!s.ok()) {
+      SMART_WARN("remote lock: cannot fence %s on memory node %d: %s", DescribeLockWord(word).c_str(),
+                 static_cast<int>(node_), s.ToString().c_str());
+      return;
+    }
     const uint64_t session = scratch_[0];
     if ((session & kSessionAliveBit) == 0 || (session & kSessionIncarnationMask) != o.session.incarnation) {
       fenced_ = true;  // ended: by the fence, or on its own meanwhile
-      return Status::OK();
+      return;
     }
     if ((session & kSessionFenceBit) == 0) {
-      // A lost race (another waiter's request, the session ending) shows
-      // in the next read.
-      s = initiator_.compare_and_swap(scratch_, session_word, session, session | kSessionFenceBit, Option::kSync);
-      if (!s.ok()) return s;
+      // The expected value is the whole word, so the bit can only land on
+      // this very session; a lost race shows in the next read.
+      // A failed CAS (a broken connection) shows in the next read too.
+      (void)initiator_.compare_and_swap(scratch_, session_word, session, session | kSessionFenceBit, Option::kSync);
     }
     if (MonotonicNs() >= deadline) {
-      SMART_WARN("remote lock: memory node %d did not fence %s within %.1f s; taking the lock over unfenced",
+      SMART_WARN("remote lock: memory node %d did not fence %s within %.1f s; holding the lock unfenced",
                  static_cast<int>(node_), DescribeLockWord(word).c_str(),
                  static_cast<double>(options_.fence_wait_ns) / 1e9);
-      return Status::OK();
+      return;
     }
-    // The blade looks every few milliseconds; give the thread's other
-    // tasks the time.
-    if (this_task::id() != 0) {
-      this_task::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
+    Pause(500000);  // the blade looks every few milliseconds
   }
 }
 
 Status LeaseWatch::observe(uint64_t observed, bool* dead) {
   *dead = false;
   by_session_ = false;
-  fenced_ = false;
   const uint64_t now = MonotonicNs();
   // Looked away for more than half a lease: the word may have moved and
   // come back meanwhile, so its stand-still starts over.
@@ -160,7 +159,7 @@ Status LeaseWatch::observe(uint64_t observed, bool* dead) {
     since_ns_ = now;
   } else if (now - since_ns_ >= options_.lease_ns) {
     *dead = true;
-    return fence(observed);
+    return Status::OK();
   }
   if (!IsHeldLockWord(observed)) return Status::OK();
   if (!changed && now - last_check_ns_ < options_.session_check_ns) return Status::OK();
@@ -240,6 +239,10 @@ Status RemoteLock::try_acquire(bool* acquired, LockAcquireInfo* info) {
     bool ignored;
     return watch_.observe(again, &ignored);
   }
+  // Ours now: the old holder can no longer renew. By lease, it may be alive
+  // and about to write; it is fenced before this task writes anything.
+  const bool by_session = watch_.by_session();
+  if (!by_session) watch_.fence(old);
   *acquired = true;
   word_ = desired;
   next_lease_ = LeaseOf(desired) + 1;
@@ -248,8 +251,8 @@ Status RemoteLock::try_acquire(bool* acquired, LockAcquireInfo* info) {
   if (info != nullptr) {
     info->took_over = true;
     info->previous = old;
-    info->by_session = watch_.by_session();
-    info->fenced = watch_.fenced();
+    info->by_session = by_session;
+    info->fenced = !by_session && watch_.fenced();
   }
   return Status::OK();
 }

@@ -37,7 +37,7 @@ cat >"$config" <<JSON
 {
   "memory_servers": $DTX_SERVERS,
   "smallbank": {"num_accounts": $(sized 2000 500), "num_hot_accounts": 16},
-  "nr_transactions": 1000, "duration": $(sized 3 2), "backup_degree": 1, "dump_file_path": "$WORK_DIR/out.csv"
+  "nr_transactions": 1000, "duration": 0, "backup_degree": 1, "dump_file_path": "$WORK_DIR/out.csv"
 }
 JSON
 use_transaction_config "$config"

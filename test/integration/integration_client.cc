@@ -9,12 +9,15 @@
 //   integration_client shadow --server H:P -t N -c M -k K [--first-region R]
 //   integration_client bad-access --server H:P
 //   integration_client hammer --server H:P -t N -c M   (until an error; for dead-peer tests)
-//   integration_client lock-hold --server H:P --root R [--lease-ms L]
+//   integration_client lock-hold --server H:P --root R [--lease-ms L] [--scribble-root S]
 //       takes the lock word in root entry R, says "holding", renews it until
-//       killed; exits 3 with "lock lost" if another client took it over
+//       killed (writing its pid into root S's counter before each renewal);
+//       exits 3 with "lock lost" if another client took it over
 //   integration_client lock-take --server H:P --root R [--lease-ms L] [--max-wait-ms W] [--expect took-over|free]
 //       takes the lock, prints how long it waited and why it got it
 #include <CLI/CLI.hpp>
+#include <unistd.h>
+
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
@@ -48,6 +51,7 @@ struct Options {
   uint64_t seed = 1;
   uint64_t first_region = 0;
   uint64_t lease_ms = 2000;
+  int scribble_root = -1;  // lock-hold: the counter it writes its pid into before each renewal
   uint64_t max_wait_ms = 60000;
   std::string expect_lock = "took-over";
 };
@@ -365,7 +369,16 @@ int LockHold(const Options& opts) {
   if (!s.ok()) throw Error("acquire: " + s.ToString());
   printf("holding as %s\n", DescribeLockWord(lock.word()).c_str());
   fflush(stdout);
+  uint64_t* mark = CacheWord(initiator);
+  const GlobalAddress scribble = opts.scribble_root >= 0 ? CounterAddress(initiator, opts.scribble_root) : GlobalAddress();
   for (;;) {
+    // The write a critical section makes; a holder paused here and taken
+    // over makes it late (fenced, it fails instead).
+    if (opts.scribble_root >= 0) {
+      *mark = static_cast<uint64_t>(getpid());
+      s = initiator.write(mark, scribble, 8);
+      if (!s.ok()) throw Error("write: " + s.ToString());
+    }
     s = lock.renew();
     if (s.code() == Status::Code::kLockLost) {
       printf("lock lost: %s\n", s.message().c_str());
@@ -431,6 +444,9 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 3600000));
   }
   take->add_option("--expect", opts.expect_lock, "took-over or free")->check(CLI::IsMember({"took-over", "free"}));
+  hold->add_option("--scribble-root", opts.scribble_root,
+                   "root entry of a counter (setup-counter) the holder writes its pid into before each renewal")
+      ->check(CLI::Range(0, kMaxRootEntries - 1));
   for (CLI::App* sub : {setup, counter, check, shadow, bad, hammer, hold, take}) add_common(sub);
   SMART_PARSE_COMMAND_LINE(app, argc, argv);
   try {

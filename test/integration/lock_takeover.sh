@@ -6,15 +6,19 @@
 #  2. a holder stopped with SIGSTOP (alive, connected, not renewing): another
 #     client takes the lock over once the lease expired; resumed with
 #     SIGCONT, the old holder finds the lock lost at its next renewal and
-#     exits 3 without touching the word. Over verbs the taker first has the
-#     memory blade fence the holder's session, so the resumed holder's
-#     renewal fails at the NIC and it reports its session ended;
+#     exits 3 without touching the word. Over verbs the taker has the
+#     memory blade fence the holder's session, so the write the resumed
+#     holder makes before its renewal (into another word, which the next
+#     holder wrote meanwhile) fails at the NIC, and it reports its session
+#     ended; on shm that one write lands (no hard fence; README);
 #  3. a free lock is taken without a take-over.
 source "$(dirname "$0")/lib.sh"
 start_blade "$SMART_BIN/test_rdma" --config "$(test_rdma_config 64)"
 server="127.0.0.1:$BLADE_PORT"
 client="$SMART_BIN/integration_client"
 "$client" setup-counter --server "$server" --root 1 >/dev/null
+# The word a holder's critical section writes (its pid), before each renewal.
+"$client" setup-counter --server "$server" --root 2 >/dev/null
 
 # Starts a holder in the background; waits until it holds. Sets HOLDER.
 start_holder() {
@@ -49,7 +53,7 @@ done
 median=$(printf '%s\n' "${times[@]}" | sort -n | sed -n 3p)
 pass "a SIGKILLed holder's lock was taken over 5 times; kill to take-over (incl. process start) median ${median}s: ${times[*]}"
 
-start_holder "$WORK_DIR/hold.stop.log" --lease-ms 400
+start_holder "$WORK_DIR/hold.stop.log" --lease-ms 400 --scribble-root 2
 stopped=$HOLDER
 kill -STOP "$stopped"
 "$client" lock-take --server "$server" --root 1 --lease-ms 400 --max-wait-ms 20000 --expect took-over >"$WORK_DIR/take.log" 2>&1 ||
@@ -67,8 +71,16 @@ else
 fi
 # The taker released the lock; a third client holds it now, so that a
 # renewal by the resumed holder would have to overwrite somebody's word.
-start_holder "$WORK_DIR/hold.third.log" --lease-ms 600000
+start_holder "$WORK_DIR/hold.third.log" --lease-ms 600000 --scribble-root 2
 third=$HOLDER
+# The third holder wrote its pid before it said "holding"? Not necessarily:
+# wait for its first write.
+for _ in $(seq 1 300); do
+  "$client" check-counter --server "$server" --root 2 --expect "$third" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+"$client" check-counter --server "$server" --root 2 --expect "$third" >/dev/null ||
+  fail "the third holder's write is not in the word"
 kill -CONT "$stopped"
 set +e
 wait "$stopped"
@@ -80,6 +92,9 @@ if ((ON_VERBS)); then
   ((status != 0 && status != 3)) || fail "the fenced holder exited $status, expected a failed renewal"
   grep -q "ended this client's session (fenced" "$WORK_DIR/hold.stop.log" ||
     fail "the fenced holder did not report its session ended by the fence"
+  # Its late write (the one a paused critical section makes) never landed.
+  "$client" check-counter --server "$server" --root 2 --expect "$third" ||
+    fail "the fenced holder's late write landed over the third holder's"
 else
   ((status == 3)) || fail "the resumed holder exited $status, expected 3 (lock lost)"
   grep -q "lock lost" "$WORK_DIR/hold.stop.log" || fail "the resumed holder did not report the lost lock"

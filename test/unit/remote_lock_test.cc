@@ -182,6 +182,54 @@ TEST_F(RemoteLockTest, PausedHolderLosesItsLockAfterTheLeaseAndCannotRelease) {
   ASSERT_TRUE(lb.release().ok());
 }
 
+LeaseOptions FencingLease(uint64_t ms) {
+  LeaseOptions o = ShortLease(ms);
+  o.fence = FenceMode::kAlways;  // shm has no hard fence; the session still ends
+  return o;
+}
+
+TEST_F(RemoteLockTest, ATakeOverByLeaseEndsTheHoldersSessionBeforeItReturns) {
+  auto a = Client(), b = Client();
+  const SessionId sa = a->session(0);
+  RemoteLock la(*a, GlobalAddress(0, kLockOffset), Scratch(*a), FencingLease(50));
+  { const Status st = la.acquire(); ASSERT_TRUE(st.ok()) << st.ToString(); }
+  // `a` stays connected but stops renewing, as if paused.
+  RemoteLock lb(*b, GlobalAddress(0, kLockOffset), Scratch(*b), FencingLease(50));
+  LockAcquireInfo info;
+  ASSERT_TRUE(lb.acquire(&info).ok());
+  EXPECT_TRUE(info.took_over);
+  EXPECT_FALSE(info.by_session);
+  EXPECT_TRUE(info.fenced);
+  // Done before acquire() returned: the old holder's session is over.
+  EXPECT_EQ(session_word(sa.slot) & kSessionAliveBit, 0u);
+  EXPECT_EQ(*remote_word(kLockOffset), lb.word());
+  // The fenced client's requests fail from then on.
+  uint64_t* scratch = Scratch(*a);
+  WaitUntil([&] { return !a->read(scratch, GlobalAddress(0, kCounterOffset), 8, Option::kSync).ok(); });
+  ASSERT_TRUE(lb.release().ok());
+}
+
+TEST_F(RemoteLockTest, AHolderOfTheTakersOwnSessionIsNotFenced) {
+  auto a = Client(2);
+  const SessionId sa = a->session(0);
+  uint64_t* scratch = Scratch(*a);
+  RemoteLock first(*a, GlobalAddress(0, kLockOffset), scratch, FencingLease(50));
+  { const Status st = first.acquire(); ASSERT_TRUE(st.ok()) << st.ToString(); }
+  // Another thread of the same client takes the lock over by lease.
+  LockAcquireInfo info;
+  Status taken;
+  std::thread other([&] {
+    RemoteLock second(*a, GlobalAddress(0, kLockOffset), scratch + 2, FencingLease(50));
+    taken = second.acquire(&info);
+    if (taken.ok()) taken = second.release();
+  });
+  other.join();
+  ASSERT_TRUE(taken.ok()) << taken.ToString();
+  EXPECT_TRUE(info.took_over);
+  EXPECT_FALSE(info.fenced);
+  EXPECT_EQ(session_word(sa.slot), kSessionAliveBit | sa.incarnation);
+}
+
 TEST_F(RemoteLockTest, LiveRenewingHolderIsNotTakenOver) {
   auto a = Client(2), b = Client();
   LeaseOptions lease = ShortLease(300);

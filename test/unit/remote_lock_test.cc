@@ -199,9 +199,9 @@ TEST_F(RemoteLockTest, ATakeOverByLeaseEndsTheHoldersSessionBeforeItReturns) {
   ASSERT_TRUE(lb.acquire(&info).ok());
   EXPECT_TRUE(info.took_over);
   EXPECT_FALSE(info.by_session);
-  EXPECT_TRUE(info.fenced);
+  ASSERT_TRUE(info.fenced);
   // Done before acquire() returned: the old holder's session is over.
-  EXPECT_EQ(session_word(sa.slot) & kSessionAliveBit, 0u);
+  ASSERT_EQ(session_word(sa.slot) & kSessionAliveBit, 0u);
   EXPECT_EQ(*remote_word(kLockOffset), lb.word());
   // The fenced client's requests fail from then on.
   uint64_t* scratch = Scratch(*a);

@@ -177,7 +177,7 @@ void TaskPool::spawn(std::function<void()> fn) {
   fiber_sanitizer::CreateTaskFiber(&task.san);
   task.fiber = ctx::fiber(std::allocator_arg, GuardedStackAllocator(im.stacks.get(), &task.san),
                           [impl, id](ctx::fiber&& from) {
-                            fiber_sanitizer::AfterSwitch(nullptr, &impl->tasks[impl->switching_from].san);
+                            impl->after_switch(nullptr, id);
                             impl->take_over(std::move(from));
                             Task& self = impl->tasks[id];
                             try {

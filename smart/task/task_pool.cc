@@ -174,31 +174,33 @@ void TaskPool::spawn(std::function<void()> fn) {
   task.fn = std::move(fn);
   task.notified = false;
   Impl* impl = &im;
+  auto entry = [impl, id](ctx::fiber&& from) {
+    impl->after_switch(nullptr, id);
+    impl->take_over(std::move(from));
+    Task& self = impl->tasks[id];
+    try {
+      self.fn();
+    } catch (const ctx::detail::forced_unwind&) {
+      throw;
+    } catch (...) {
+      if (!impl->error) impl->error = std::current_exception();
+    }
+    self.fn = nullptr;
+    self.state = TaskState::kFinished;
+    // Hand over to the next runnable task, or to the thread's context when
+    // none is (or on error).
+    int next = 0;
+    if (!impl->error && !impl->run_queue.empty()) next = impl->run_queue.pop();
+    impl->switching_from = id;
+    internal::current_task_id = next;
+    impl->tasks[next].state = TaskState::kRunning;
+    fiber_sanitizer::BeforeFinalSwitch(impl->tasks[next].san);
+    return std::move(impl->tasks[next].fiber);
+  };
   fiber_sanitizer::CreateTaskFiber(&task.san);
-  task.fiber = ctx::fiber(std::allocator_arg, GuardedStackAllocator(im.stacks.get(), &task.san),
-                          [impl, id](ctx::fiber&& from) {
-                            impl->after_switch(nullptr, id);
-                            impl->take_over(std::move(from));
-                            Task& self = impl->tasks[id];
-                            try {
-                              self.fn();
-                            } catch (const ctx::detail::forced_unwind&) {
-                              throw;
-                            } catch (...) {
-                              if (!impl->error) impl->error = std::current_exception();
-                            }
-                            self.fn = nullptr;
-                            self.state = TaskState::kFinished;
-                            // Hand over to the next runnable task, or to the
-                            // thread's context when none is (or on error).
-                            int next = 0;
-                            if (!impl->error && !impl->run_queue.empty()) next = impl->run_queue.pop();
-                            impl->switching_from = id;
-                            internal::current_task_id = next;
-                            impl->tasks[next].state = TaskState::kRunning;
-                            fiber_sanitizer::BeforeFinalSwitch(impl->tasks[next].san);
-                            return std::move(impl->tasks[next].fiber);
-                          });
+  fiber_sanitizer::CreateOnItsStack(task.san, [&] {
+    task.fiber = ctx::fiber(std::allocator_arg, GuardedStackAllocator(im.stacks.get(), &task.san), std::move(entry));
+  });
   task.state = TaskState::kRunnable;
   im.run_queue.push(id);
   ++im.alive;

@@ -14,7 +14,7 @@
 #   test/sanitize/run.sh build        the two builds only (.ci/run: beside ctest)
 #   test/sanitize/run.sh test         the runs only (ASan tiers, TSan, libFuzzer)
 #   test/sanitize/run.sh asan|tsan|fuzz   one of them (fuzz needs asan's build)
-#   OUT=dir JOBS=2 FUZZ_SECONDS=25 test/sanitize/run.sh
+#   OUT=dir JOBS=2 FUZZ_SECONDS=25 SANITIZE_CXX=clang++-14 test/sanitize/run.sh
 set -uo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$src/build-sanitize}
@@ -37,7 +37,8 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 suppressions=$src/test/sanitize
 
-export CC=${CC:-clang} CXX=${CXX:-clang++}
+# clang whatever CXX says: libFuzzer and the flags below are clang's.
+export CXX=${SANITIZE_CXX:-clang++}
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 # -O1: fast enough to run, quick to build; line tables name the source lines.

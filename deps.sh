@@ -21,6 +21,9 @@ packages=(
   libboost-context-dev nlohmann-json3-dev libjemalloc-dev libnuma-dev libsodium-dev
   libgtest-dev libcli11-dev libbenchmark-dev libisal-dev ninja-build
   python3 python3-matplotlib doxygen
+  # The sanitizer stage (test/sanitize/run.sh): clang, its sanitizer
+  # runtimes and libFuzzer.
+  clang libclang-rt-14-dev libfuzzer-14-dev
 )
 # Go builds the linearizability checker (test/linearizability, go 1.19: Debian
 # 12's golang-go); a toolchain already in /usr/local/go or on PATH will do.

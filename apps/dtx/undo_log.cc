@@ -59,6 +59,9 @@ std::string DecodeUndo(const char* in, size_t length, size_t (*slot_bytes_of)(co
   if (magic == 0) return "empty";
   if (magic != kUndoMagic) return "no undo-record magic";
   const uint16_t count = Load<uint16_t>(in + 4);
+  // Reserved fields are written as 0: anything else is not a record this
+  // code wrote (and would not encode back to the same bytes).
+  if (Load<uint16_t>(in + 6) != 0) return "a non-zero reserved field in the header";
   const uint32_t total = Load<uint32_t>(in + 20);
   if (total < kUndoHeaderBytes || total > length) {
     return "a record length of " + std::to_string(total) + " in a slot of " + std::to_string(length);
@@ -79,6 +82,7 @@ std::string DecodeUndo(const char* in, size_t length, size_t (*slot_bytes_of)(co
     UndoItem item;
     item.at.table = Load<uint16_t>(in + at);
     item.at.slot = Load<uint16_t>(in + at + 2);
+    if (Load<uint32_t>(in + at + 4) != 0) return "item " + std::to_string(i) + " has a non-zero reserved field";
     item.at.node = Load<uint64_t>(in + at + 8);
     item.lock = Load<uint64_t>(in + at + 16);
     const size_t bytes = slot_bytes_of(context, item.at.table);

@@ -213,7 +213,8 @@ void ConfigReader::check_unknown() const {
 nlohmann::json ParseJsonText(const std::string& text, const std::string& source) {
   try {
     return nlohmann::json::parse(text, nullptr, true, /*ignore_comments=*/true);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error, and out_of_range for a number too large for a double.
     throw Error(source + ": not valid JSON: " + e.what());
   }
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "smart/task.h"
+#include "smart/task/fiber_sanitizer.h"
 #include "smart/task/task_hooks.h"
 
 namespace smart {
@@ -20,6 +21,7 @@ struct Task {
   std::function<void()> fn;
   TaskState state = TaskState::kFree;
   bool notified = false;
+  [[no_unique_address]] fiber_sanitizer::FiberState san;  // empty unless sanitized
 };
 
 // Fixed-capacity FIFO of task ids (a task is queued at most once).
@@ -68,6 +70,11 @@ struct TaskPool::Impl {
   void switch_to(int next);
   // Stores the continuation of the context that just switched to us.
   void take_over(boost::context::fiber&& from);
+  // Tells the sanitizers (if any) that context `self` has the CPU again.
+  void after_switch(void* asan_save, int self) {
+    fiber_sanitizer::AfterSwitch(asan_save, &tasks[switching_from].san);
+    if (tasks[switching_from].state == TaskState::kFinished) fiber_sanitizer::TakeOverFromFinished(tasks[self].san);
+  }
   void reclaim(int id);
   // The running task gives up the CPU (it is queued or blocked already).
   void schedule_from_task() {
@@ -104,7 +111,11 @@ inline void TaskPool::Impl::switch_to(int next) {
   if (next == self) return;
   switching_from = self;
   internal::current_task_id = next;
-  take_over(std::move(tasks[next].fiber).resume());
+  void* asan_save = nullptr;
+  fiber_sanitizer::BeforeSwitch(&asan_save, tasks[next].san);
+  boost::context::fiber from = std::move(tasks[next].fiber).resume();
+  after_switch(asan_save, self);
+  take_over(std::move(from));
 }
 
 namespace internal {

@@ -49,7 +49,11 @@ namespace {
 
 class GuardedStackAllocator {
  public:
-  explicit GuardedStackAllocator(StackCache* cache) : cache_(cache) {}
+  GuardedStackAllocator(StackCache* cache, [[maybe_unused]] fiber_sanitizer::FiberState* task) : cache_(cache) {
+#if defined(SMART_ASAN)
+    task_ = task;
+#endif
+  }
 
   ctx::stack_context allocate() {
     const size_t total = cache_->usable + PageSize();
@@ -67,6 +71,9 @@ class GuardedStackAllocator {
       cache_->all_bases.push_back(base);
       RegisterGuardPage(base, PageSize(), cache_->usable);
     }
+#if defined(SMART_ASAN)
+    fiber_sanitizer::SetStack(task_, static_cast<char*>(base) + PageSize(), cache_->usable);
+#endif
     ctx::stack_context sctx;
     sctx.size = total;
     sctx.sp = static_cast<char*>(base) + total;
@@ -79,7 +86,17 @@ class GuardedStackAllocator {
 
  private:
   StackCache* cache_;
+#if defined(SMART_ASAN)
+  fiber_sanitizer::FiberState* task_;  // where ASan learns the stack's bounds
+#endif
 };
+
+// Destroys an unfinished task's fiber: Boost.Context unwinds it on its own
+// stack first (its destructors run).
+void UnwindTask(Task& task) {
+  if (task.fiber) fiber_sanitizer::UnwindOnItsStack(task.san, [&task] { task.fiber = ctx::fiber(); });
+  fiber_sanitizer::DestroyTaskFiber(&task.san);
+}
 
 }  // namespace
 
@@ -104,6 +121,7 @@ void TaskPool::Impl::reclaim(int id) {
   Task& task = tasks[id];
   task.state = TaskState::kFree;
   task.notified = false;
+  fiber_sanitizer::DestroyTaskFiber(&task.san);
   free_ids.push_back(id);
   --alive;
 }
@@ -124,7 +142,11 @@ TaskPool::TaskPool(const TaskPoolOptions& options)
   impl_->options = options;
   const size_t page = PageSize();
   impl_->stacks = std::make_unique<StackCache>();
-  impl_->stacks->usable = (options.stack_size + page - 1) / page * page;
+  size_t stack_size = options.stack_size;
+#if defined(SMART_ASAN)
+  stack_size *= 4;  // ASan's redzones make frames up to a few times larger
+#endif
+  impl_->stacks->usable = (stack_size + page - 1) / page * page;
   impl_->tasks.resize(options.max_tasks + 1);
   impl_->task_limit = static_cast<int>(impl_->tasks.size());
   for (int id = options.max_tasks; id >= 1; --id) impl_->free_ids.push_back(id);
@@ -134,7 +156,8 @@ TaskPool::TaskPool(const TaskPoolOptions& options)
 TaskPool::~TaskPool() {
   // Unfinished fibers are unwound here (their destructors run), before the
   // stacks they live on are unmapped.
-  for (Task& task : impl_->tasks) task.fiber = ctx::fiber();
+  impl_->tasks[0].fiber = ctx::fiber();
+  for (int id = 1; id < static_cast<int>(impl_->tasks.size()); ++id) UnwindTask(impl_->tasks[id]);
   for (void* base : impl_->stacks->all_bases) UnregisterGuardPage(base);
 }
 
@@ -151,28 +174,33 @@ void TaskPool::spawn(std::function<void()> fn) {
   task.fn = std::move(fn);
   task.notified = false;
   Impl* impl = &im;
-  task.fiber = ctx::fiber(std::allocator_arg, GuardedStackAllocator(im.stacks.get()),
-                          [impl, id](ctx::fiber&& from) {
-                            impl->take_over(std::move(from));
-                            Task& self = impl->tasks[id];
-                            try {
-                              self.fn();
-                            } catch (const ctx::detail::forced_unwind&) {
-                              throw;
-                            } catch (...) {
-                              if (!impl->error) impl->error = std::current_exception();
-                            }
-                            self.fn = nullptr;
-                            self.state = TaskState::kFinished;
-                            // Hand over to the next runnable task, or to the
-                            // thread's context when none is (or on error).
-                            int next = 0;
-                            if (!impl->error && !impl->run_queue.empty()) next = impl->run_queue.pop();
-                            impl->switching_from = id;
-                            internal::current_task_id = next;
-                            impl->tasks[next].state = TaskState::kRunning;
-                            return std::move(impl->tasks[next].fiber);
-                          });
+  auto entry = [impl, id](ctx::fiber&& from) {
+    impl->after_switch(nullptr, id);
+    impl->take_over(std::move(from));
+    Task& self = impl->tasks[id];
+    try {
+      self.fn();
+    } catch (const ctx::detail::forced_unwind&) {
+      throw;
+    } catch (...) {
+      if (!impl->error) impl->error = std::current_exception();
+    }
+    self.fn = nullptr;
+    self.state = TaskState::kFinished;
+    // Hand over to the next runnable task, or to the thread's context when
+    // none is (or on error).
+    int next = 0;
+    if (!impl->error && !impl->run_queue.empty()) next = impl->run_queue.pop();
+    impl->switching_from = id;
+    internal::current_task_id = next;
+    impl->tasks[next].state = TaskState::kRunning;
+    fiber_sanitizer::BeforeFinalSwitch(impl->tasks[next].san);
+    return std::move(impl->tasks[next].fiber);
+  };
+  fiber_sanitizer::CreateTaskFiber(&task.san);
+  fiber_sanitizer::CreateOnItsStack(task.san, [&] {
+    task.fiber = ctx::fiber(std::allocator_arg, GuardedStackAllocator(im.stacks.get(), &task.san), std::move(entry));
+  });
   task.state = TaskState::kRunnable;
   im.run_queue.push(id);
   ++im.alive;
@@ -207,6 +235,7 @@ void TaskPool::run() {
   current_pool = this;
   current_impl = &im;
   current_task_id = 0;
+  fiber_sanitizer::SetThreadContext(&im.tasks[0].san);
   uint64_t idle_rounds = 0;
   while (im.alive > 0 && !im.error) {
     if (!im.run_queue.empty()) {
@@ -236,7 +265,7 @@ void TaskPool::run() {
     for (int id = 1; id < static_cast<int>(im.tasks.size()); ++id) {
       Task& task = im.tasks[id];
       if (task.state != TaskState::kFree) {
-        task.fiber = ctx::fiber();
+        UnwindTask(task);
         task.fn = nullptr;
         task.state = TaskState::kFree;
         task.notified = false;

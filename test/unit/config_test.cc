@@ -94,6 +94,9 @@ TEST(SmartConfig, ParentThatIsNotAnObjectIsATypeError) {
 
 TEST(SmartConfig, InvalidJsonIsReported) {
   ExpectConfigError([] { SmartConfig::Parse("{ \"a\": ", "broken.json"); }, {"broken.json", "not valid JSON"});
+  // The JSON parser throws out_of_range, not parse_error, for this one.
+  ExpectConfigError([] { SmartConfig::Parse("{ \"max_nodes\": 1E400 }", "huge.json"); },
+                    {"huge.json", "not valid JSON", "number overflow"});
 }
 
 TEST(SmartConfig, CrossKeyConstraintsAreChecked) {

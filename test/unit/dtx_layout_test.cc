@@ -7,6 +7,7 @@
 
 #include "catalog.h"
 #include "record.h"
+#include "smart/crc32c.h"
 #include "undo_log.h"
 
 namespace smart::dtx {
@@ -143,6 +144,29 @@ TEST(DtxUndo, ARecordRoundTripsAndTornOrForeignBytesAreRefused) {
     EXPECT_NE(DecodeUndo(torn.data(), torn.size(), SlotBytesOf, nullptr, &d), "") << "byte " << i;
   }
   EXPECT_NE(DecodeUndo(slot.data(), n - 1, SlotBytesOf, nullptr, &d), "") << "a cut record";
+}
+
+// A record is what EncodeUndo writes, reserved zeros included: one whose
+// reserved fields are set (under a matching CRC, so not torn) is refused,
+// so that every record decoded encodes back to its bytes (found by fuzz_dtx).
+TEST(DtxUndo, ARecordWithAReservedFieldSetIsRefused) {
+  UndoRecord r;
+  r.tx_id = 42;
+  UndoItem a;
+  a.at = Locator{1, 2, 0};
+  a.before.assign(SlotBytes(8), 'a');
+  r.items = {a};
+  for (size_t at : {size_t{6}, kUndoHeaderBytes + 7}) {
+    std::vector<char> slot(kLogSlotBytes, 0);
+    const size_t n = EncodeUndo(r, slot.data());
+    slot[at] = 0x60;
+    const uint32_t zero = 0;
+    memcpy(slot.data() + 16, &zero, 4);
+    const uint32_t crc = Crc32c(slot.data(), n);
+    memcpy(slot.data() + 16, &crc, 4);
+    UndoRecord d;
+    EXPECT_NE(DecodeUndo(slot.data(), slot.size(), SlotBytesOf, nullptr, &d), "") << "reserved byte " << at;
+  }
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstring>
 
+#include <poll.h>
+
 #include "smart/initiator/initiator_impl.h"
 #include "smart/logging.h"
 #include "smart/task/task_hooks.h"
@@ -358,6 +360,19 @@ SMART_COLD Status Initiator::Impl::failure_status(const ibv_wc& wc, const Connec
                            }() + ")";
   switch (wc.status) {
     case IBV_WC_REM_ACCESS_ERR:
+      // With memory windows, a blade that dies or ends this session revokes
+      // them before its queue pairs go: the requests in flight then meet a
+      // dead key, not a silent peer. Its TCP connection closing tells the
+      // two apart (allow it a moment to arrive).
+      if (connection != nullptr && !connection->window_rkeys.empty() && connection->tcp_fd >= 0) {
+        pollfd pfd{connection->tcp_fd, POLLRDHUP, 0};
+        if (::poll(&pfd, 1, 200) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP)) != 0) {
+          std::string message = "work request to " + where + " failed: " + what;
+          message.append(": the memory blade ended this client's session (its connection closed, and its memory "
+                         "windows went with it)");
+          return Status::PeerFailed(message);
+        }
+      }
       return Status::RemoteAccess("work request to " + where + " failed: " + what);
     case IBV_WC_RETRY_EXC_ERR:
     case IBV_WC_RNR_RETRY_EXC_ERR:

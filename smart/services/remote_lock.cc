@@ -117,17 +117,18 @@ void LeaseWatch::fence(uint64_t word) {
   const GlobalAddress session_word(node_, SessionWordAddress(o.session.slot));
   const uint64_t deadline = MonotonicNs() + options_.fence_wait_ns;
   for (;;) {
-    Status s = initiator_.read(scratch_, session_word, 8, Option::kSync);
+    bool alive = true;
+    const Status s = session_alive(word, &alive);
     if (!s.ok()) {
       SMART_WARN("remote lock: cannot fence %s on memory node %d: %s", DescribeLockWord(word).c_str(),
                  static_cast<int>(node_), s.ToString().c_str());
       return;
     }
-    const uint64_t session = scratch_[0];
-    if ((session & kSessionAliveBit) == 0 || (session & kSessionIncarnationMask) != o.session.incarnation) {
+    if (!alive) {
       fenced_ = true;  // ended: by the fence, or on its own meanwhile
       return;
     }
+    const uint64_t session = scratch_[0];  // the word session_alive read
     if ((session & kSessionFenceBit) == 0) {
       // The expected value is the whole word, so the bit can only land on
       // this very session; a lost race shows in the next read.

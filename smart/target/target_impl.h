@@ -89,6 +89,9 @@ struct Target::Impl {
   bool reopened = false;
   bool persistent = false;  // a file or device: synced when the blade stops
 
+  // Releases a session taken out of `sessions` (or never put there) and
+  // then its slot.
+  void end_session(std::unique_ptr<Session> session);
   // Ends every session whose word carries the fence bit (a lock taker's
   // request), as if its client had disconnected.
   void fence_requested_sessions();

@@ -130,19 +130,21 @@ void Target::Impl::serve() {
           }
         }
       }
-      // Queue pairs first, then the slot: once waiters see the session
-      // gone, the client's queue pairs can no longer write.
-      if (gone) {
-        const int slot = gone->slot;
-        gone.reset();
-        close_session_slot(slot);
-      }
+      if (gone) end_session(std::move(gone));
     }
     fence_requested_sessions();
     drain_refused(fds, first_refused);
     reap_handshakes(false);
     if (accepting && (fds[0].revents & POLLIN)) accept_one();
   }
+}
+
+void Target::Impl::end_session(std::unique_ptr<Session> session) {
+  // Windows, then queue pairs (~Session), then the slot: once waiters see
+  // the session gone, nothing of it can reach the pool.
+  const int slot = session->slot;
+  session.reset();
+  close_session_slot(slot);
 }
 
 void Target::Impl::fence_requested_sessions() {
@@ -167,11 +169,7 @@ void Target::Impl::fence_requested_sessions() {
     const std::string why = "fenced: another client found a lock of this session past its lease";
     ssize_t ignored = send(gone->fd, why.data(), why.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     (void)ignored;
-    // Windows, then queue pairs, then the slot: when the taker sees the
-    // alive bit clear, nothing of this session can reach the pool.
-    const int slot = gone->slot;
-    gone.reset();
-    close_session_slot(slot);
+    end_session(std::move(gone));
   }
 }
 
@@ -426,9 +424,7 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
   if (session) {
     // Never became a session (failed, refused or stopping): its queue
     // pairs go now.
-    const int slot = session->slot;
-    session.reset();
-    close_session_slot(slot);
+    end_session(std::move(session));
   }
 }
 

@@ -78,14 +78,37 @@ reports() {
   ((n == 0))
 }
 
+# The *SAN_OPTIONS for a run whose reports go to DIR. Some tests run a client
+# as another user (integration.security runs one as nobody), and a clone may
+# sit in a directory only root can enter (mktemp -d): so the reports are
+# written to a scratch directory under /tmp that every user can write, with
+# copies of the suppression files every user can read, and collect_reports
+# moves them to DIR after the run.
+scratch=
 sanitizer_env() {
   local dir=$1
   rm -rf "$dir" && mkdir -p "$dir"
-  export ASAN_OPTIONS="log_path=$dir/asan:log_exe_name=1:detect_leaks=1:strict_string_checks=1:check_initialization_order=1:detect_stack_use_after_return=1"
-  export UBSAN_OPTIONS="log_path=$dir/ubsan:log_exe_name=1:print_stacktrace=1:halt_on_error=1:suppressions=$suppressions/ubsan.supp"
-  export LSAN_OPTIONS="suppressions=$suppressions/lsan.supp:print_suppressions=0"
-  export TSAN_OPTIONS="log_path=$dir/tsan:log_exe_name=1:halt_on_error=0:second_deadlock_stack=1:suppressions=$suppressions/tsan.supp"
+  [[ -n $scratch ]] && rm -rf "$scratch"
+  scratch=$(mktemp -d /tmp/smart-sanitize.XXXXXX) || exit 1
+  chmod 0755 "$scratch"
+  cp "$suppressions"/*.supp "$scratch"/ && chmod 0644 "$scratch"/*.supp
+  mkdir "$scratch/reports" && chmod 1777 "$scratch/reports"
+  local r=$scratch/reports
+  export ASAN_OPTIONS="log_path=$r/asan:log_exe_name=1:detect_leaks=1:strict_string_checks=1:check_initialization_order=1:detect_stack_use_after_return=1"
+  export UBSAN_OPTIONS="log_path=$r/ubsan:log_exe_name=1:print_stacktrace=1:halt_on_error=1:suppressions=$scratch/ubsan.supp"
+  export LSAN_OPTIONS="suppressions=$scratch/lsan.supp:print_suppressions=0"
+  export TSAN_OPTIONS="log_path=$r/tsan:log_exe_name=1:halt_on_error=0:second_deadlock_stack=1:suppressions=$scratch/tsan.supp"
 }
+
+# Moves the reports of the last run into DIR (see sanitizer_env).
+collect_reports() {
+  local dir=$1
+  [[ -n $scratch ]] || return 0
+  find "$scratch/reports" -mindepth 1 -maxdepth 1 -exec mv -t "$dir" {} + 2>/dev/null
+  rm -rf "$scratch"
+  scratch=
+}
+trap '[[ -n $scratch ]] && rm -rf "$scratch"' EXIT
 
 # ctest's "N tests failed out of M" into the counters.
 count_ctest() {
@@ -131,6 +154,7 @@ asan_test() {
     -j "$jobs" --output-on-failure >"$log" 2>&1
   grep -E '\*\*\*|tests passed|tests failed|^The following|^[[:space:]]+[0-9]+ - ' "$log" || true
   count_ctest "$log"
+  collect_reports "$out/reports-asan"
   if ! reports "$out/reports-asan"; then fail "asan: reports in $out/reports-asan"; failed=$((failed + 1)); fi
   timing "ASan+UBSan tests" "$t0"
 }
@@ -163,6 +187,7 @@ tsan_test() {
   failed=$((failed + ${bad:-0}))
   while read -r name; do fail "tsan: $name"; done < <(sed -n 's/^\[  FAILED  \] \([A-Za-z0-9_./]*\)\( (.*\)\{0,1\}$/\1/p' "$log" | sort -u)
   grep -E '^\[  (PASSED|FAILED)  \]' "$log" | head -n 20
+  collect_reports "$out/reports-tsan"
   if ! reports "$out/reports-tsan"; then fail "tsan: reports in $out/reports-tsan"; failed=$((failed + 1)); fi
   if ((rc != 0)) && [[ -z ${bad:-} ]] && [[ -z $(ls -A "$out/reports-tsan") ]]; then
     tail -n 40 "$log"; fail "tsan: tsan_tests exited with $rc (log $log)"; failed=$((failed + 1))

@@ -53,6 +53,12 @@ struct Target::Impl {
   struct HandshakeState {
     std::atomic<bool> done{false};
     int fd = -1;  // guarded by `mutex`; -1 once the handshake let go of it
+    Deadline started = std::chrono::steady_clock::now();
+    // The peer proved the key (or, without a key, sent a hello the blade
+    // accepts): it is no longer a candidate for eviction.
+    std::atomic<bool> proven{false};
+    // Dropped at max_clients for a newer connection (evict_idle_handshake).
+    std::atomic<bool> evicted{false};
   };
   struct Handshake {
     std::thread thread;
@@ -60,6 +66,9 @@ struct Target::Impl {
   };
   std::list<Handshake> handshakes;  // touched by the listener thread and stop()
   std::atomic<int> handshakes_running{0};
+  // Of those, the ones evicted and not yet finished: they no longer count
+  // against max_clients.
+  std::atomic<int> handshakes_evicted{0};
   // Connections refused at accept (max_clients): the refusal is sent, then
   // the socket lingers until the peer closes or a second passes, so the
   // peer reads the reason instead of a reset. Listener thread only.
@@ -74,6 +83,7 @@ struct Target::Impl {
   LogRateLimit refusals_log;   // refused during the handshake
   LogRateLimit gave_up_log;    // clients that gave up
   LogRateLimit failures_log;   // handshakes that failed
+  LogRateLimit evicted_log;    // handshakes dropped for newer connections
   // accept() failing for want of descriptors or memory (EMFILE, ENFILE,
   // ENOBUFS, ENOMEM): the listener stops polling the socket for a while
   // instead of spinning on it, and says so once per episode.
@@ -101,6 +111,10 @@ struct Target::Impl {
   void close_session_slot(int slot);
   void serve();
   void accept_one();
+  // At max_clients: drops the handshake that has waited longest without its
+  // peer proving the key, so that a flood of idle or half-open peers cannot
+  // lock a legitimate client out. False when there is none to drop.
+  bool evict_idle_handshake();
   void refuse(int fd, const std::string& peer, const std::string& reason);
   void drain_refused(const std::vector<pollfd>& fds, size_t first);
   void handshake(int fd, HandshakeState* state);

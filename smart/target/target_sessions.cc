@@ -210,8 +210,13 @@ void Target::Impl::accept_one() {
     std::lock_guard<std::mutex> lock(mutex);
     established = static_cast<int>(sessions.size());
   }
-  const int in_handshake = handshakes_running.load();
-  if (established + in_handshake >= backend_config.max_clients) {
+  const int in_handshake = handshakes_running.load() - handshakes_evicted.load();
+  // A full blade makes room by dropping its longest-waiting unauthenticated
+  // handshake; only when every slot is a session or a proven peer, or the
+  // dropped ones have yet to finish (bounded by max_clients again), is the
+  // newcomer refused.
+  if (established + in_handshake >= backend_config.max_clients &&
+      (handshakes_evicted.load() >= backend_config.max_clients || !evict_idle_handshake())) {
     refuse(fd, PeerName(fd),
            "the memory blade is at max_clients (" + std::to_string(backend_config.max_clients) + "): " +
                std::to_string(established) + " sessions and " + std::to_string(in_handshake) +
@@ -228,6 +233,7 @@ void Target::Impl::accept_one() {
     FaultPoint("blade.handshake.thread");
     handshakes.back().thread = std::thread([this, fd, s = state.get()] {
       handshake(fd, s);
+      if (s->evicted.load()) handshakes_evicted.fetch_sub(1);
       handshakes_running.fetch_sub(1);
       s->done.store(true);
       wake();
@@ -240,6 +246,36 @@ void Target::Impl::accept_one() {
     refuse(fd, PeerName(fd),
            std::string("the memory blade cannot start a handshake now (") + e.what() + "); try again later");
   }
+}
+
+bool Target::Impl::evict_idle_handshake() {
+  // `handshakes` is in accept order: the first candidate is the oldest.
+  for (Handshake& h : handshakes) {
+    HandshakeState& state = *h.state;
+    if (state.done.load() || state.evicted.load()) continue;
+    std::string peer;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (state.fd < 0 || state.proven.load()) continue;
+      peer = PeerName(state.fd);
+      state.evicted.store(true);
+      handshakes_evicted.fetch_add(1);
+      // Its thread's next read ends at once; it tells the peer why and
+      // lets go of the socket.
+      shutdown(state.fd, SHUT_RD);
+    }
+    uint64_t suppressed = 0;
+    if (evicted_log.allow(&suppressed)) {
+      const auto waited =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - state.started);
+      SMART_WARN("memory blade: at max_clients (%d): dropped the handshake of %s, unauthenticated after %lld ms and "
+                 "the longest waiting, to admit a new connection%s",
+                 backend_config.max_clients, peer.c_str(), static_cast<long long>(waited.count()),
+                 LogRateLimit::Suppressed(suppressed).c_str());
+    }
+    return true;
+  }
+  return false;
 }
 
 void Target::Impl::refuse(int fd, const std::string& peer, const std::string& reason) {
@@ -354,6 +390,12 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
                     ": set \"transport\" in smart_config.json to the same value on both");
     }
     if (stage == Stage::kDone) return;  // refused: nothing more to do or say
+    {
+      // From here on the peer keeps its place at max_clients.
+      std::lock_guard<std::mutex> lock(mutex);
+      if (state->evicted.load()) throw Error("dropped at max_clients before it proved the key");
+      state->proven.store(true);
+    }
 
     // The client proved the key (or none is required): only now does
     // anything about the pool leave the blade.
@@ -406,14 +448,20 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
   try {
     run();
   } catch (const std::exception& e) {
+    std::string why = std::string("the memory blade could not complete the handshake: ") + e.what();
     uint64_t suppressed = 0;
-    if (failures_log.allow(&suppressed)) {
+    if (state->evicted.load()) {
+      // Logged by evict_idle_handshake.
+      why = "the memory blade is at max_clients (" + std::to_string(backend_config.max_clients) +
+            ") and dropped this handshake, the longest waiting without proving the key, for a newer connection; "
+            "try again";
+    } else if (failures_log.allow(&suppressed)) {
       SMART_WARN("memory blade: handshake with %s failed: %s%s", peer.c_str(), e.what(),
                  LogRateLimit::Suppressed(suppressed).c_str());
     }
     // Tell the client why, in the answer it waits for; best effort.
     try {
-      refuse_client(std::string("the memory blade could not complete the handshake: ") + e.what(), false);
+      refuse_client(why, false);
     } catch (const std::exception&) {
     }
   }

@@ -5,7 +5,9 @@
 #   - beyond loopback without a key the blade refuses to start;
 #   - shm: a client running as another user (nobody) does not get the pool,
 #     unless the blade's auth.allow_uids lists it (needs root; else skipped);
-#   - 200 idle TCP peers do not keep a legitimate client out;
+#   - 200 idle TCP peers do not keep a legitimate client out, nor do 2,000
+#     when the blade allows 64 clients (it drops the longest-waiting
+#     unauthenticated handshake to make room);
 #   - under ulimit -n 96 and 160 idle peers the listener says once that it
 #     cannot accept, backs off, and serves again once descriptors free up.
 source "$(dirname "$0")/lib.sh"
@@ -124,8 +126,13 @@ fi
 flood() {
   rm -f "$WORK_DIR/release" "$WORK_DIR/flooded"
   python3 - "$1" "$2" "$WORK_DIR/flooded" "$WORK_DIR/release" <<'PY' &
-import os, socket, sys, time
+import os, resource, socket, sys, time
 port, count, ready, release = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+if soft < count + 64:
+    if hard != resource.RLIM_INFINITY and hard < count + 64:
+        sys.exit(f"flood: {count} connections need {count + 64} descriptors, and ulimit -n allows {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count + 64, hard))
 peers = []
 for _ in range(count):
     s = socket.socket()
@@ -156,6 +163,21 @@ SMART_CONFIG_PATH=$WORK_DIR/right.json "$client" setup-counter --server "127.0.0
   fail "a client could not connect while 200 idle peers held connections"
 release_flood
 pass "200 idle peers: a legitimate client still connects"
+
+# More idle peers than the blade takes: each newcomer displaces the handshake
+# that has waited longest without proving the key.
+json_set "$WORK_DIR/backend.json" "$WORK_DIR/crowded.json" max_clients=64
+json_set "$SMART_CONFIG_PATH" "$WORK_DIR/crowded-client.json" "auth.key_file=\"$WORK_DIR/blade.key\"" \
+  connect_timeout_ms=60000
+SMART_CONFIG_PATH=$WORK_DIR/crowded-client.json start_blade "$blade" "$WORK_DIR/crowded.json"
+crowded_log="$WORK_DIR/blade$((${#BLADE_PIDS[@]} - 1)).log"
+flood "$BLADE_PORT" 2000
+SMART_CONFIG_PATH=$WORK_DIR/right.json "$client" setup-counter --server "127.0.0.1:$BLADE_PORT" --root 1 ||
+  fail "a client could not connect while 2,000 idle peers crowded a blade of max_clients 64"
+release_flood
+grep_log "making room" "$crowded_log" "at max_clients (64): dropped the handshake of 127.0.0.1:[0-9]*, unauthenticated"
+grep_log "the client's session" "$crowded_log" "session [0-9]*, authenticated"
+pass "2,000 idle peers at max_clients 64: a legitimate client still connects"
 
 # Few descriptors (96; a blade needs a dozen or two of its own): the blade
 # runs out while the flood of 160 holds its connections.

@@ -421,22 +421,71 @@ TEST(Authentication, BeyondLoopbackWithoutAKeyTheBladeRefusesToStart) {
   EXPECT_NE(log.find("WITHOUT authentication"), std::string::npos) << log;
 }
 
-TEST(HandshakeLimits, MaxClientsCountsHandshakesInProgress) {
-  auto blade = StartBlade(ConfigWithKey("", 60000), 2);
-  {
-    RawClient idle1(blade->port()), idle2(blade->port());  // connect, then say nothing
-    WaitForHandshakes(*blade, 2);
-    const std::string error = ConnectError(testing::TestConfig(), blade->port());
-    EXPECT_NE(error.find("max_clients"), std::string::npos) << error;
-  }
-  WaitForHandshakes(*blade, 0);
-  Initiator initiator(testing::TestConfig());
-  initiator.connect(0, "127.0.0.1", blade->port(), 1);
-  // The blade confirms readiness, then enters the session in its table.
-  for (int i = 0; i < 3000 && blade->connected_clients() != 1; ++i) {
+// Waits (bounded) until the blade has `count` sessions.
+void WaitForSessions(const Target& target, int count) {
+  for (int i = 0; i < 3000 && target.connected_clients() != count; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  EXPECT_EQ(blade->connected_clients(), 1);
+  ASSERT_EQ(target.connected_clients(), count);
+}
+
+TEST(HandshakeLimits, AtMaxClientsTheLongestWaitingUnprovenPeerMakesRoom) {
+  TempDir dir;
+  const SmartConfig config = ConfigWithKey(dir.write("smart.key", kKeyA), 60000);
+  const SessionKey key = SessionKey::FromBytes(kKeyA, "test key");
+  auto blade = StartBlade(config, 3);
+  // The oldest handshake has proven the key and holds the blade's answer,
+  // but has not yet said it is ready: it keeps its place.
+  RawClient proven(blade->port());
+  const AuthHello hello = KeyedHello(RandomNonce());
+  const AuthChallenge challenge = SendAuthHello(proven, hello);
+  ASSERT_TRUE(challenge.error.empty()) << challenge.error;
+  proven.send_frame(HelloWithProof(&key, Opening(hello, challenge)).Encode());
+  const ServerHello reply = ServerHello::Decode(proven.recv_frame(), "blade");
+  ASSERT_TRUE(reply.error.empty()) << reply.error;
+  RawClient idle1(blade->port());
+  WaitForHandshakes(*blade, 2);
+  RawClient idle2(blade->port());  // connect, then say nothing
+  WaitForHandshakes(*blade, 3);
+
+  // Full: a newcomer takes the place of idle1, the longest waiting of the
+  // peers that proved nothing.
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(ConnectError(config, blade->port()), "");
+  const AuthChallenge dropped = AuthChallenge::Decode(idle1.recv_frame(), "blade");
+  EXPECT_NE(dropped.error.find("dropped this handshake"), std::string::npos) << dropped.error;
+  idle1.drain();
+  WaitForHandshakes(*blade, 2);  // proven and idle2; the newcomer came and went
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("at max_clients (3): dropped the handshake of 127.0.0.1:"), std::string::npos) << log;
+
+  // The proven peer finishes its handshake and becomes a session.
+  proven.send_bytes(std::string(1, kClientReady));
+  WaitForSessions(*blade, 1);
+}
+
+TEST(HandshakeLimits, AtMaxClientsWithEveryPlaceTakenByASessionANewcomerIsRefused) {
+  auto blade = StartBlade(testing::TestConfig(), 2);
+  Initiator first(testing::TestConfig()), second(testing::TestConfig());
+  first.connect(0, "127.0.0.1", blade->port(), 1);
+  second.connect(0, "127.0.0.1", blade->port(), 1);
+  WaitForSessions(*blade, 2);
+  const std::string error = ConnectError(testing::TestConfig(), blade->port());
+  EXPECT_NE(error.find("max_clients"), std::string::npos) << error;
+  EXPECT_EQ(blade->connected_clients(), 2);
+}
+
+TEST(HandshakeLimits, AHandshakeInProgressCountsAgainstMaxClients) {
+  auto blade = StartBlade(ConfigWithKey("", 60000), 2);
+  Initiator session(testing::TestConfig());
+  session.connect(0, "127.0.0.1", blade->port(), 1);
+  WaitForSessions(*blade, 1);
+  RawClient idle(blade->port());
+  WaitForHandshakes(*blade, 1);
+  // Full (a session and a handshake): the newcomer displaces the idle peer.
+  EXPECT_EQ(ConnectError(testing::TestConfig(), blade->port()), "");
+  const AuthChallenge dropped = AuthChallenge::Decode(idle.recv_frame(), "blade");
+  EXPECT_NE(dropped.error.find("max_clients (2)"), std::string::npos) << dropped.error;
 }
 
 TEST(HandshakeLimits, ABladeThatCannotStartAHandshakeRefusesTheClientAndServesOn) {

@@ -50,6 +50,7 @@ struct DtxStats {
 };
 
 class Transaction;
+class AddressCache;
 
 /// One database, shared by every thread of the client.
 class Database {
@@ -95,6 +96,7 @@ class Database {
   std::vector<uint64_t> log_directory_;  // per blade
   std::vector<uint64_t> log_area_;       // per blade: this client's area
   std::vector<std::unique_ptr<ThreadState>> threads_;
+  std::unique_ptr<AddressCache> cache_;  // shared by the threads
   // Built images of the tables (filled once, when this client builds).
   std::unordered_map<uint16_t, std::vector<char>> images_;
 };

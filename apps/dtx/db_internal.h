@@ -14,59 +14,72 @@
 
 namespace smart::dtx {
 
-/// Where records were found: (table, key) -> slot, one thread's. Direct
-/// mapped: a key has one entry, which whatever else maps there overwrites,
-/// so a lookup is one memory access and nothing is allocated; a miss costs
-/// a bucket read. Entries can go stale (a slot deleted and reused); a
-/// reader checks the key it finds. 2^21 entries, 32 MiB of address space,
-/// touched as used.
+/// Where records were found: (table, key) -> slot, shared by the client's
+/// threads. Direct mapped, 8 bytes an entry: a key has one entry, which
+/// whatever else maps there overwrites, so a lookup is one memory access and
+/// nothing is allocated; a miss costs a bucket read. An entry holds a 24-bit
+/// tag of (table, key) rather than the key, so another key can match it
+/// (about once in 2^23 lookups of an entry it overwrote): like an entry gone
+/// stale (a slot deleted and reused), that is caught by the reader, which
+/// checks the key in the slot it reads and then looks in the bucket. 2^21
+/// entries, 16 MiB of address space for the whole client, touched as used:
+/// small enough to stay mostly in a server's last-level cache, where the
+/// miss it saves is a DRAM access of its own.
 class AddressCache {
  public:
   static constexpr int kEntriesLog2 = 21;
   AddressCache() {
     // Zeroed pages mapped as used; on 2 MiB pages where the kernel allows
     // (a lookup is then one cache miss rather than a TLB miss and a cache miss).
-    const size_t bytes = sizeof(Entry) << kEntriesLog2;
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw Error("dtx: cannot map the address cache (" + std::to_string(bytes >> 20) + " MiB)");
-    madvise(p, bytes, MADV_HUGEPAGE);
-    entries_ = static_cast<Entry*>(p);
+    void* p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw Error("dtx: cannot map the address cache (" + std::to_string(kBytes >> 20) + " MiB)");
+    madvise(p, kBytes, MADV_HUGEPAGE);
+    entries_ = static_cast<uint64_t*>(p);
   }
-  ~AddressCache() { munmap(entries_, sizeof(Entry) << kEntriesLog2); }
+  ~AddressCache() { munmap(entries_, kBytes); }
   AddressCache(const AddressCache&) = delete;
   AddressCache& operator=(const AddressCache&) = delete;
   bool find(uint16_t table, uint64_t key, Locator* at) const {
-    const Entry& e = entries_[Index(table, key)];
-    if (e.where == 0 || e.key != key || static_cast<uint16_t>(e.where >> 48) != table) return false;
-    *at = Locator{table, static_cast<uint16_t>((e.where >> 40) & 0xff), e.where & kNodeMask};
+    const uint64_t h = Hash(table, key);
+    const uint64_t e = __atomic_load_n(&entries_[Index(h)], __ATOMIC_RELAXED);
+    if (e == 0 || (e >> kTagShift) != Tag(h)) return false;
+    *at = Locator{table, static_cast<uint16_t>((e >> kNodeBits) & 0xff), e & kNodeMask};
     return true;
   }
   void put(uint16_t table, uint64_t key, const Locator& at) {
-    if (at.node > kNodeMask || at.slot > 0xff || table == 0) return;  // not representable: not cached
-    entries_[Index(table, key)] = Entry{key, uint64_t{table} << 48 | uint64_t{at.slot} << 40 | at.node};
+    if (at.node > kNodeMask || at.slot > 0xff) return;  // not representable: not cached
+    const uint64_t h = Hash(table, key);
+    __atomic_store_n(&entries_[Index(h)], Tag(h) << kTagShift | uint64_t{at.slot} << kNodeBits | at.node,
+                     __ATOMIC_RELAXED);
   }
   void erase(uint16_t table, uint64_t key) {
-    Entry& e = entries_[Index(table, key)];
-    if (e.key == key && static_cast<uint16_t>(e.where >> 48) == table) e = Entry{};
+    const uint64_t h = Hash(table, key);
+    uint64_t e = __atomic_load_n(&entries_[Index(h)], __ATOMIC_RELAXED);
+    // Only this key's entry; one another thread just put there stays.
+    if (e != 0 && (e >> kTagShift) == Tag(h)) {
+      __atomic_compare_exchange_n(&entries_[Index(h)], &e, 0, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    }
   }
 
  private:
-  static constexpr uint64_t kNodeMask = (uint64_t{1} << 40) - 1;
-  struct Entry {
-    uint64_t key = 0;
-    uint64_t where = 0;  // table << 48 | slot << 40 | node; 0: empty
-  };
-  static size_t Index(uint16_t table, uint64_t key) {
-    uint64_t x = key ^ (uint64_t{table} << 56);
+  static constexpr size_t kBytes = sizeof(uint64_t) << kEntriesLog2;
+  // An entry: tag (24 bits, never 0) | slot (8) | node (32); 0: empty.
+  static constexpr int kNodeBits = 32;
+  static constexpr int kTagShift = 40;
+  static constexpr uint64_t kNodeMask = (uint64_t{1} << kNodeBits) - 1;
+  static uint64_t Hash(uint16_t table, uint64_t key) {
+    uint64_t x = key ^ (uint64_t{table} << 56) ^ table;
     x = (x ^ (x >> 33)) * 0xff51afd7ed558ccdull;
     x = (x ^ (x >> 33)) * 0xc4ceb9fe1a85ec53ull;
-    return static_cast<size_t>((x ^ (x >> 33)) >> (64 - kEntriesLog2));
+    return x ^ (x >> 33);
   }
-  Entry* entries_ = nullptr;
+  // The index takes the hash's top bits, the tag the next 24 below them.
+  static size_t Index(uint64_t h) { return static_cast<size_t>(h >> (64 - kEntriesLog2)); }
+  static uint64_t Tag(uint64_t h) { return ((h >> (40 - kEntriesLog2)) & 0xffffff) | 1; }
+  uint64_t* entries_ = nullptr;
 };
 
 struct Database::ThreadState {
-  AddressCache cache;
   DtxStats stats;
   uint32_t next_tx = 0;
   // Registered buffers of recoveries (recovery.cc), one set per task of the

@@ -76,7 +76,6 @@ Status Transaction::finish_fetch(Item& it) {
     }
     return Status::OK();
   };
-  Database::ThreadState& ts = db_.thread_state();
   switch (it.step) {
     case kNodeRead: {
       if (it.chain_length < kMaxChainNodes) it.chain[it.chain_length++] = it.node;
@@ -84,15 +83,20 @@ Status Transaction::finish_fetch(Item& it) {
       bool torn = false;
       for (int i = 0; i < kSlotsPerNode; ++i) {
         const char* slot = it.buffer + i * t.slot_bytes();
+        // Only a slot that names the key, or a candidate free slot for an
+        // insert, is decoded: a slot of another key, whole or torn, is not
+        // this item's business (its CRC costs more than the rest of the scan).
+        const bool names = SlotNames(slot, it.table, it.key);
+        if (!names && (it.kind != kInsert || free_slot >= 0)) continue;
         Record r;
         if (!DecodeSlot(slot, vb, &r)) {
           torn = true;
           break;
         }
-        if (r.valid && r.key == it.key && r.table == it.table) {
+        if (r.valid && names) {
           it.located = true;
           it.at = Locator{it.table, static_cast<uint16_t>(i), it.node};
-          ts.cache.put(it.table, it.key, it.at);
+          db_.cache_->put(it.table, it.key, it.at);
           if (it.kind == kRead || it.kind == kInsert) {
             // The node read holds the record: use it as the slot read.
             memcpy(it.image, slot, t.slot_bytes());
@@ -126,7 +130,7 @@ Status Transaction::finish_fetch(Item& it) {
         return Status::OK();
       }
       if (it.kind != kInsert) {
-        ts.cache.erase(it.table, it.key);
+        db_.cache_->erase(it.table, it.key);
         return Status::NotFound("dtx: " + Name(it.table, it.key) + " does not exist");
       }
       if (it.at.table == 0) {
@@ -154,7 +158,7 @@ Status Transaction::finish_fetch(Item& it) {
       }
       if (!r.valid || r.key != it.key || r.table != it.table) {
         // The cached slot was deleted or reused: look in the bucket again.
-        ts.cache.erase(it.table, it.key);
+        db_.cache_->erase(it.table, it.key);
         it.located = false;
         it.at = Locator();
         it.step = kStart;
@@ -210,7 +214,7 @@ Status Transaction::finish_fetch(Item& it) {
         it.locked = false;
         in_flight_ = true;
         if (!s.ok()) return s;
-        if (it.kind != kInsert) ts.cache.erase(it.table, it.key);
+        if (it.kind != kInsert) db_.cache_->erase(it.table, it.key);
         it.located = false;
         it.at = Locator();
         it.step = kStart;

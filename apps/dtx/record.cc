@@ -72,6 +72,10 @@ bool DecodeSlot(const char* slot, size_t value_bytes, Record* out) {
   return true;
 }
 
+bool SlotNames(const char* slot, uint16_t table, uint64_t key) {
+  return Load<uint64_t>(slot + kKeyAt) == key && Load<uint16_t>(slot + kTableAt) == table;
+}
+
 uint64_t SlotLock(const char* slot) { return Load<uint64_t>(slot); }
 void SetSlotLock(char* slot, uint64_t lock) { Store<uint64_t>(slot, lock); }
 

@@ -59,6 +59,9 @@ void SealSlot(char* slot, size_t value_bytes);
 /// Decodes a slot; false when its CRC does not match (a torn read or bytes
 /// that are not a slot). Every slot of a built table is sealed, empty ones too.
 bool DecodeSlot(const char* slot, size_t value_bytes, Record* out);
+/// Whether the slot's key and table fields say (table, key), unchecked: a
+/// bucket scan decodes (and CRC-checks) only the slots this is true for.
+bool SlotNames(const char* slot, uint16_t table, uint64_t key);
 /// The lock word of a slot.
 uint64_t SlotLock(const char* slot);
 void SetSlotLock(char* slot, uint64_t lock);

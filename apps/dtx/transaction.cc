@@ -117,8 +117,7 @@ int Transaction::add(uint16_t table, uint64_t key, int kind) {
   it->key = key;
   it->kind = kind;
   it->info = info;
-  Database::ThreadState& ts = db_.thread_state();
-  if (kind != kInsert && ts.cache.find(table, key, &it->at)) it->located = true;
+  if (kind != kInsert && db_.cache_->find(table, key, &it->at)) it->located = true;
   items_.push_back(it);
   return static_cast<int>(items_.size()) - 1;
 }
@@ -390,7 +389,6 @@ Status Transaction::commit() {
       return abort_with(s);
     }
     FaultPoint("dtx.commit.release");
-    Database::ThreadState& ts = db_.thread_state();
     for (Item* it : writes) {
       ++stats_->rdma_ops;
       s = db_.initiator().compare_and_swap(it->release, SlotAddress(*it->info, 0, it->at), it->lock_word | kInvisible,
@@ -398,9 +396,9 @@ Status Transaction::commit() {
       if (!s.ok()) break;
       it->locked = false;
       if (it->kind == kDelete) {
-        ts.cache.erase(it->table, it->key);
+        db_.cache_->erase(it->table, it->key);
       } else if (it->kind == kInsert) {
-        ts.cache.put(it->table, it->key, it->at);
+        db_.cache_->put(it->table, it->key, it->at);
       }
     }
     Status posted = db_.initiator().post_request();

@@ -21,6 +21,10 @@
 # measurement. --in-turn runs them one after the other instead, alternating
 # which goes first (absolute figures as alone, much noisier ratios).
 #
+# WORKLOAD '-' passes no --dataset (the transaction benches, whose
+# "committed txn" rate is the throughput), e.g.
+#   test/bench/ab_ratio.sh --in-turn OLD/tatp_bench build/bin/tatp_bench - 9 -- 2 8 --duration 4
+#
 # e.g. test/bench/ab_ratio.sh /tmp/old/bin/hashtable_bench build/bin/hashtable_bench ycsb-a 9
 # (default bench arguments: 2 8 --max-key 1000000 --duration 4; run it from
 # a directory where config/ is found, e.g. the source tree).
@@ -65,13 +69,15 @@ run() {
   else
     bench=$new extra=("${new_args[@]}") env_vars=("${new_env[@]}")
   fi
-  if ! env "${env_vars[@]}" "$bench" "${args[@]}" "${extra[@]}" --dataset "$workload" --dump-file "" --quiet \
+  local dataset=(--dataset "$workload")
+  [[ $workload == - ]] && dataset=()
+  if ! env "${env_vars[@]}" "$bench" "${args[@]}" "${extra[@]}" "${dataset[@]}" --dump-file "" --quiet \
     >"$2.out" 2>"$2.err"; then
     echo "ab_ratio.sh: $bench ($1) failed:" >&2
     tail -n 5 "$2.err" >&2
     return 1
   fi
-  sed -n 's/.*throughput = \([0-9.]*\) M.*/\1/p' "$2.out" | tail -n 1 >"$2"
+  sed -n 's/.*\(throughput\|committed txn\) = \([0-9.]*\) M.*/\2/p' "$2.out" | tail -n 1 >"$2"
   [[ -s $2 ]] || { echo "ab_ratio.sh: $bench ($1) printed no throughput" >&2; return 1; }
 }
 

@@ -100,19 +100,7 @@ int Transaction::add(uint16_t table, uint64_t key, int kind) {
       throw Error("dtx: the initiator cache is exhausted; raise initiator_cache_size");
     }
   }
-  char* buffer = it->buffer;
-  char* image = it->image;
-  char* backup = it->backup;
-  char* before = it->before;
-  uint64_t* word = it->word;
-  uint64_t* release = it->release;
-  *it = Item();
-  it->buffer = buffer;
-  it->image = image;
-  it->backup = backup;
-  it->before = before;
-  it->word = word;
-  it->release = release;
+  static_cast<ItemState&>(*it) = ItemState();
   it->table = table;
   it->key = key;
   it->kind = kind;

@@ -36,7 +36,8 @@ inline std::string Name(uint16_t table, uint64_t key) {
 }
 
 
-struct Transaction::Item {
+// What an item starts each use with (Transaction::add resets just this).
+struct ItemState {
   uint16_t table = 0;
   uint64_t key = 0;
   int kind = kRead;
@@ -45,8 +46,7 @@ struct Transaction::Item {
   bool located = false;
   Locator at;
   uint64_t node = 0;          // node being read (kNodeRead)
-  uint64_t chain[kMaxChainNodes];
-  int chain_length = 0;
+  int chain_length = 0;       // of `chain`
   bool locked = false;        // this transaction holds the primary's lock
   uint64_t lock_word = 0;     // the word it holds it with
   bool exists = false;        // insert: the key was already there
@@ -55,7 +55,11 @@ struct Transaction::Item {
   uint64_t new_version = 0;   // the version its commit writes
   int refetches = 0;
   uint64_t invisible_since = 0;
-  // Registered buffers.
+};
+
+struct Transaction::Item : ItemState {
+  uint64_t chain[kMaxChainNodes];  // the nodes read so far, chain_length of them
+  // Registered buffers, kept from one use to the next.
   char* buffer = nullptr;     // a node
   char* image = nullptr;      // a slot: read, then the primary's new image
   char* backup = nullptr;     // the backups' new image

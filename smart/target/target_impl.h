@@ -59,6 +59,9 @@ struct Target::Impl {
     std::atomic<bool> proven{false};
     // Dropped at max_clients for a newer connection (evict_idle_handshake).
     std::atomic<bool> evicted{false};
+    // Its session joined `sessions` and left handshakes_running at that
+    // moment (under `mutex`), so that max_clients never counts it twice.
+    bool counted_as_session = false;
   };
   struct Handshake {
     std::thread thread;

@@ -205,12 +205,14 @@ void Target::Impl::accept_one() {
   accept_backoff_ms = 0;
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  int established;
+  int established, in_handshake;
   {
+    // One snapshot: a handshake leaves the count when its session joins
+    // `sessions`, under this mutex.
     std::lock_guard<std::mutex> lock(mutex);
     established = static_cast<int>(sessions.size());
+    in_handshake = handshakes_running.load() - handshakes_evicted.load();
   }
-  const int in_handshake = handshakes_running.load() - handshakes_evicted.load();
   // A full blade makes room by dropping its longest-waiting unauthenticated
   // handshake; only when every slot is a session or a proven peer, or the
   // dropped ones have yet to finish (bounded by max_clients again), is the
@@ -234,7 +236,7 @@ void Target::Impl::accept_one() {
     handshakes.back().thread = std::thread([this, fd, s = state.get()] {
       handshake(fd, s);
       if (s->evicted.load()) handshakes_evicted.fetch_sub(1);
-      handshakes_running.fetch_sub(1);
+      if (!s->counted_as_session) handshakes_running.fetch_sub(1);
       s->done.store(true);
       wake();
     });
@@ -442,6 +444,8 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
     state->fd = -1;
     if (!stopping.load()) {
       sessions.push_back(std::move(session));
+      handshakes_running.fetch_sub(1);
+      state->counted_as_session = true;
       wake();
     }
   };

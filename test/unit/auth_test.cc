@@ -92,6 +92,7 @@ class RawClient {
   void send_frame(const std::string& body) { SendFrame(fd_, body, "blade"); }
   void send_bytes(const std::string& bytes) { ASSERT_EQ(send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size())); }
   void finish_sending() { shutdown(fd_, SHUT_WR); }
+  char recv_byte() { return RecvByte(fd_, "blade"); }
   std::string recv_frame() {
     std::string body = RecvFrame(fd_, "blade", 1 << 20);
     received_ += body;
@@ -460,7 +461,9 @@ TEST(HandshakeLimits, AtMaxClientsTheLongestWaitingUnprovenPeerMakesRoom) {
   EXPECT_NE(log.find("at max_clients (3): dropped the handshake of 127.0.0.1:"), std::string::npos) << log;
 
   // The proven peer finishes its handshake and becomes a session.
+  WaitForSessions(*blade, 0);  // the newcomer's is gone
   proven.send_bytes(std::string(1, kClientReady));
+  EXPECT_EQ(proven.recv_byte(), kServerReady);
   WaitForSessions(*blade, 1);
 }
 
@@ -480,12 +483,13 @@ TEST(HandshakeLimits, AHandshakeInProgressCountsAgainstMaxClients) {
   Initiator session(testing::TestConfig());
   session.connect(0, "127.0.0.1", blade->port(), 1);
   WaitForSessions(*blade, 1);
+  WaitForHandshakes(*blade, 0);
   RawClient idle(blade->port());
   WaitForHandshakes(*blade, 1);
   // Full (a session and a handshake): the newcomer displaces the idle peer.
   EXPECT_EQ(ConnectError(testing::TestConfig(), blade->port()), "");
   const AuthChallenge dropped = AuthChallenge::Decode(idle.recv_frame(), "blade");
-  EXPECT_NE(dropped.error.find("max_clients (2)"), std::string::npos) << dropped.error;
+  EXPECT_NE(dropped.error.find("max_clients (2) and dropped this handshake"), std::string::npos) << dropped.error;
 }
 
 TEST(HandshakeLimits, ABladeThatCannotStartAHandshakeRefusesTheClientAndServesOn) {

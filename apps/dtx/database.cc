@@ -81,7 +81,8 @@ Database::Database(Initiator& initiator, int blades, DatabaseOptions options)
     t.spec = options_.tables[i];
     t.replicas = PlaceTable(static_cast<int>(i), blades, options_.backup_degree);
     t.region.assign(static_cast<size_t>(blades), 0);
-    table_index_[t.spec.id] = i;
+    if (table_index_.size() <= t.spec.id) table_index_.resize(size_t{t.spec.id} + 1, -1);
+    table_index_[t.spec.id] = static_cast<int>(i);
     tables_.push_back(std::move(t));
   }
   log_directory_.assign(static_cast<size_t>(blades), 0);
@@ -104,8 +105,8 @@ Database::Database(Initiator& initiator, int blades, DatabaseOptions options)
 Database::~Database() = default;
 
 const TableInfo* Database::table(uint16_t id) const {
-  auto it = table_index_.find(id);
-  return it == table_index_.end() ? nullptr : &tables_[it->second];
+  if (id >= table_index_.size() || table_index_[id] < 0) return nullptr;
+  return &tables_[static_cast<size_t>(table_index_[id])];
 }
 
 GlobalAddress Database::log_directory(node_t blade) const { return GlobalAddress(blade, log_directory_[blade]); }

@@ -92,7 +92,7 @@ class Database {
   int blades_;
   DatabaseOptions options_;
   std::vector<TableInfo> tables_;
-  std::unordered_map<uint16_t, size_t> table_index_;
+  std::vector<int> table_index_;  // by table id: index into tables_, -1 none
   std::vector<uint64_t> log_directory_;  // per blade
   std::vector<uint64_t> log_area_;       // per blade: this client's area
   std::vector<std::unique_ptr<ThreadState>> threads_;

@@ -16,6 +16,17 @@ namespace smart::dtx {
 
 Status Transaction::execute() {
   if (!active_) return Status::InvalidArgument("dtx: execute() outside a transaction");
+  bool lookups = false;
+  for (Item* it : items_) lookups |= it->lookup_pending;
+  if (lookups) {
+    // add() prefetched the items' cache entries; let them load.
+    this_task::yield();
+    for (Item* it : items_) {
+      if (!it->lookup_pending) continue;
+      it->lookup_pending = false;
+      it->located = db_.cache_->find(it->table, it->key, &it->at);
+    }
+  }
   for (;;) {
     bool issued = false;
     for (Item* it : items_) {

@@ -105,7 +105,12 @@ int Transaction::add(uint16_t table, uint64_t key, int kind) {
   it->key = key;
   it->kind = kind;
   it->info = info;
-  if (kind != kInsert && db_.cache_->find(table, key, &it->at)) it->located = true;
+  // The cache entry is most likely not in the CPU's caches: execute() looks
+  // it up after letting the thread's other tasks run while it loads.
+  if (kind != kInsert) {
+    db_.cache_->prefetch(table, key);
+    it->lookup_pending = true;
+  }
   items_.push_back(it);
   return static_cast<int>(items_.size()) - 1;
 }

@@ -44,6 +44,7 @@ struct ItemState {
   const TableInfo* info = nullptr;
   Step step = kStart;
   bool located = false;
+  bool lookup_pending = false;  // the address cache is still to be asked
   Locator at;
   uint64_t node = 0;          // node being read (kNodeRead)
   int chain_length = 0;       // of `chain`

@@ -45,6 +45,10 @@ struct ZipfianParams {
   double theta;  ///< skew
   /// zeta(n), the normalising constant.
   double zeta_n = 0, alpha = 0, eta = 0, half_pow_theta = 0;
+  /// alpha when it is a whole number up to 1024 (theta 0.5, 0.8, 0.9, 0.95,
+  /// 0.99, ...), else 0: the rank's power is then a few multiplications
+  /// instead of std::pow, which costs more than the rest of choosing a key.
+  int whole_alpha = 0;
   /** @var alpha
       1 / (1 - theta). */
   /** @var eta
@@ -74,6 +78,8 @@ class Random {
 
 /// Rank in [0, n): rank 0 is the most popular.
 uint64_t ZipfianRank(const ZipfianParams& params, Random& random);
+/// The rank for the uniform draw `u` in [0, 1) (Gray et al.'s inversion).
+uint64_t ZipfianRankOf(const ZipfianParams& params, double u);
 
 /// A bijection on [0, n), used to scramble ranks and (rehash_key) key ids.
 uint64_t PermuteKey(uint64_t id, uint64_t n);

@@ -67,16 +67,37 @@ ZipfianParams::ZipfianParams(uint64_t n_, double theta_) : n(n_), theta(theta_) 
   alpha = 1.0 / (1.0 - theta);
   eta = (1 - std::pow(2.0 / static_cast<double>(n), 1 - theta)) / (1 - zeta2 / zeta_n);
   half_pow_theta = std::pow(0.5, theta);
+  const double whole = std::round(alpha);
+  if (whole >= 1 && whole <= 1024 && std::fabs(alpha - whole) < 1e-9) whole_alpha = static_cast<int>(whole);
+}
+
+namespace {
+// x^k by squaring: at most 2 log2(k) multiplications, each rounding once,
+// so within a few units in the last place of std::pow's result.
+double PowWhole(double x, int k) {
+  double result = 1;
+  while (k > 0) {
+    if (k & 1) result *= x;
+    x *= x;
+    k >>= 1;
+  }
+  return result;
+}
+}  // namespace
+
+uint64_t ZipfianRankOf(const ZipfianParams& p, double u) {
+  const double uz = u * p.zeta_n;
+  if (uz < 1.0) return 0;
+  if (uz < 1.0 + p.half_pow_theta) return p.n > 1 ? 1 : 0;
+  const double base = p.eta * u - p.eta + 1;
+  const double power = p.whole_alpha > 0 ? PowWhole(base, p.whole_alpha) : std::pow(base, p.alpha);
+  const uint64_t rank = static_cast<uint64_t>(static_cast<double>(p.n) * power);
+  return rank < p.n ? rank : p.n - 1;
 }
 
 uint64_t ZipfianRank(const ZipfianParams& p, Random& random) {
   if (p.theta == 0) return random.next() % p.n;
-  const double u = random.uniform();
-  const double uz = u * p.zeta_n;
-  if (uz < 1.0) return 0;
-  if (uz < 1.0 + p.half_pow_theta) return p.n > 1 ? 1 : 0;
-  const uint64_t rank = static_cast<uint64_t>(static_cast<double>(p.n) * std::pow(p.eta * u - p.eta + 1, p.alpha));
-  return rank < p.n ? rank : p.n - 1;
+  return ZipfianRankOf(p, random.uniform());
 }
 
 uint64_t PermuteKey(uint64_t id, uint64_t n) {

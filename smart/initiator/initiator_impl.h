@@ -75,6 +75,9 @@ struct Lane {
 };
 
 constexpr int kMaxSyncTargets = 8;
+// How long others may go ahead of the first task waiting for credit
+// (wait_for_credit): about 20 us at 2-4 GHz.
+constexpr uint64_t kCreditPatienceCycles = 60000;
 
 struct TaskContext {
   ibv_send_wr wr[kMaxBatchSize];
@@ -137,6 +140,7 @@ struct ThreadState {
   std::atomic<int> bound;
   std::atomic<uint64_t> completed{0};
   std::deque<int> credit_waiters;
+  uint64_t credit_front_since = 0;  // Cycles() when the first in line became first
   ThreadPoller poller;
   uint64_t attached_pool = 0;
   // Shared queue pairs: completions polled by other threads land here.

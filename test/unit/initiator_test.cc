@@ -263,6 +263,37 @@ TEST_F(InitiatorTest, WorkRequestThrottlingKeepsResultsCorrect) {
   EXPECT_EQ(*value, 8u * 200u * 4u);
 }
 
+TEST_F(InitiatorTest, WorkRequestCreditGoesToTasksInTheOrderTheyAskedForIt) {
+  // A bound of one and 20 us per request: eight tasks take turns. A task
+  // whose request just completed must queue behind those already waiting
+  // for the credit, not take it again at once (which starved the others).
+  SmartConfig throttled = config_;
+  throttled.use_work_req_throt = true;
+  throttled.work_req_throt.initial_credit = 1;
+  throttled.work_req_throt.auto_tuning = false;
+  throttled.shm.latency_ns = 20000;
+  Initiator initiator(throttled);
+  initiator.connect(0, blade_->host(), blade_->port(), 1);
+  constexpr int kTasks = 8, kTotal = kTasks * 50;
+  int done = 0;
+  int per_task[kTasks] = {};
+  TaskPool pool;
+  for (int t = 0; t < kTasks; ++t) {
+    auto* buffer = static_cast<uint64_t*>(initiator.alloc_cache(8));
+    pool.spawn([&, t, buffer] {
+      while (done < kTotal) {
+        ASSERT_TRUE(initiator.read(buffer, GlobalAddress(0, 64 * static_cast<uint64_t>(t)), 8).ok());
+        ++per_task[t];
+        ++done;
+      }
+    });
+  }
+  pool.run();
+  for (int t = 0; t < kTasks; ++t) {
+    EXPECT_GE(per_task[t], kTotal / kTasks / 2) << "task " << t << " got " << per_task[t] << " of " << done;
+  }
+}
+
 TEST_F(InitiatorTest, DeadMemoryBladeGivesAnErrorNotAHang) {
   blade_->target().stop();
   Status s;

@@ -1,150 +1,36 @@
-// The scheduler's internals, shared with the framework's own hot paths so
-// that wait and notify inline there (the public this_task:: functions are the
-// same operations, out of line).
+// The scheduler's internals that only smart/task uses: spawning, stacks and
+// errors. The switching core, which the framework's hot paths inline, is in
+// task_switch.h.
 #pragma once
 
-#include <boost/context/fiber.hpp>
 #include <exception>
-#include <functional>
+#include <memory>
 #include <vector>
 
 #include "smart/task.h"
-#include "smart/task/fiber_sanitizer.h"
 #include "smart/task/task_hooks.h"
 
 namespace smart {
 
-enum class TaskState : uint8_t { kFree, kRunnable, kRunning, kBlocked, kFinished };
-
-struct Task {
-  boost::context::fiber fiber;
-  std::function<void()> fn;
-  TaskState state = TaskState::kFree;
-  bool notified = false;
-  [[no_unique_address]] fiber_sanitizer::FiberState san;  // empty unless sanitized
-};
-
-// Fixed-capacity FIFO of task ids (a task is queued at most once).
-class RunQueue {
- public:
-  void init(size_t capacity) {
-    size_t size = 1;
-    while (size < capacity) size <<= 1;
-    slots_.assign(size, 0);
-    mask_ = size - 1;
-    head_ = tail_ = 0;
-  }
-  bool empty() const { return head_ == tail_; }
-  size_t size() const { return tail_ - head_; }
-  void push(int id) { slots_[tail_++ & mask_] = id; }
-  int pop() { return slots_[head_++ & mask_]; }
-
- private:
-  std::vector<int> slots_;
-  size_t mask_ = 0;
-  size_t head_ = 0;
-  size_t tail_ = 0;
-};
-
 struct StackCache;
 
-// Tasks hand the CPU directly to the next runnable task (one context
-// switch). A task that blocks with nothing runnable first runs the pollers
-// itself, so a task whose completion is already there continues without any
-// switch; only when nothing is runnable does control go back to the thread's
-// own context (task 0), which polls until something is.
-struct TaskPool::Impl {
+// A pool's whole state: the switching core (task_switch.h) and what only
+// spawning and running need.
+struct TaskPool::Impl : SwitchCore {
   TaskPoolOptions options;
   std::unique_ptr<StackCache> stacks;
-  std::vector<Task> tasks;  // index 0 is the thread's own context
-  int task_limit = 0;       // tasks.size(), without a division on every notify
   std::vector<int> free_ids;
-  RunQueue run_queue;
-  std::vector<CompletionPoller*> pollers;
   std::exception_ptr error;
   int alive = 0;
-  int switching_from = 0;  // the context that made the last switch
   bool running = false;
-
-  // Runs `next` (the calling context resumes when something switches back).
-  void switch_to(int next);
-  // Stores the continuation of the context that just switched to us.
-  void take_over(boost::context::fiber&& from);
-  // Tells the sanitizers (if any) that context `self` has the CPU again.
-  void after_switch(void* asan_save, int self) {
-    fiber_sanitizer::AfterSwitch(asan_save, &tasks[switching_from].san);
-    if (tasks[switching_from].state == TaskState::kFinished) fiber_sanitizer::TakeOverFromFinished(tasks[self].san);
-  }
-  void reclaim(int id);
-  // The running task gives up the CPU (it is queued or blocked already).
-  void schedule_from_task() {
-    if (run_queue.empty()) poll_all(nullptr);
-    switch_to(run_queue.empty() ? 0 : run_queue.pop());
-  }
-  int poll_all(bool* pending) {
-    int events = 0;
-    for (CompletionPoller* p : pollers) {
-      events += p->poll();
-      if (pending != nullptr && p->pending()) *pending = true;
-    }
-    return events;
-  }
 };
 
 namespace internal {
 
 using task_hooks::detail::current_pool;
 using task_hooks::detail::current_task_id;
-extern thread_local constinit TaskPool::Impl* current_impl;
+using task_hooks::detail::current_core;
 
 }  // namespace internal
 
-inline void TaskPool::Impl::take_over(boost::context::fiber&& from) {
-  const int from_id = switching_from;
-  tasks[from_id].fiber = std::move(from);
-  if (__builtin_expect(tasks[from_id].state == TaskState::kFinished, 0)) reclaim(from_id);
-}
-
-inline void TaskPool::Impl::switch_to(int next) {
-  const int self = internal::current_task_id;
-  tasks[next].state = TaskState::kRunning;
-  if (next == self) return;
-  switching_from = self;
-  internal::current_task_id = next;
-  void* asan_save = nullptr;
-  fiber_sanitizer::BeforeSwitch(&asan_save, tasks[next].san);
-  boost::context::fiber from = std::move(tasks[next].fiber).resume();
-  after_switch(asan_save, self);
-  take_over(std::move(from));
-}
-
-namespace internal {
-
-// this_task::wait() for a caller known to run inside a task.
-inline void WaitInTask() {
-  TaskPool::Impl* im = current_impl;
-  Task& task = im->tasks[current_task_id];
-  if (task.notified) {
-    task.notified = false;
-    return;
-  }
-  task.state = TaskState::kBlocked;
-  im->schedule_from_task();
-  task.notified = false;
-}
-
-// this_task::notify() for a caller on the pool's thread (task or poller).
-inline void Notify(int task_id) {
-  TaskPool::Impl* im = current_impl;
-  if (task_id <= 0 || im == nullptr || task_id >= im->task_limit) return;
-  Task& task = im->tasks[task_id];
-  if (task.state == TaskState::kBlocked) {
-    task.state = TaskState::kRunnable;
-    im->run_queue.push(task_id);
-  } else if (task.state != TaskState::kFree) {
-    task.notified = true;
-  }
-}
-
-}  // namespace internal
 }  // namespace smart

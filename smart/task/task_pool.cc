@@ -103,27 +103,22 @@ void UnwindTask(Task& task) {
 namespace task_hooks::detail {
 constinit thread_local int current_task_id = 0;
 constinit thread_local TaskPool* current_pool = nullptr;
+constinit thread_local SwitchCore* current_core = nullptr;
 }  // namespace task_hooks::detail
 
-namespace internal {
-constinit thread_local TaskPool::Impl* current_impl = nullptr;
-}  // namespace internal
-
-void task_hooks::WaitInTask() { internal::WaitInTask(); }
-void task_hooks::Notify(int task_id) { internal::Notify(task_id); }
-
-using internal::current_impl;
-
+using internal::current_core;
 using internal::current_pool;
 using internal::current_task_id;
 
-void TaskPool::Impl::reclaim(int id) {
+// Every SwitchCore is the base of a pool's Impl.
+void SwitchCore::reclaim(int id) {
+  auto* im = static_cast<TaskPool::Impl*>(this);
   Task& task = tasks[id];
   task.state = TaskState::kFree;
   task.notified = false;
   fiber_sanitizer::DestroyTaskFiber(&task.san);
-  free_ids.push_back(id);
-  --alive;
+  im->free_ids.push_back(id);
+  --im->alive;
 }
 
 namespace {
@@ -233,7 +228,7 @@ void TaskPool::run() {
   if (g_stack_overflow_reports.load(std::memory_order_relaxed)) EnsureAltStackForThisThread();
   im.running = true;
   current_pool = this;
-  current_impl = &im;
+  current_core = &im;
   current_task_id = 0;
   fiber_sanitizer::SetThreadContext(&im.tasks[0].san);
   uint64_t idle_rounds = 0;
@@ -257,7 +252,7 @@ void TaskPool::run() {
     }
   }
   current_pool = nullptr;
-  current_impl = nullptr;
+  current_core = nullptr;
   im.running = false;
   if (im.error) {
     std::exception_ptr e = std::exchange(im.error, nullptr);
@@ -289,19 +284,19 @@ void yield() {
     sched_yield();
     return;
   }
-  TaskPool::Impl* im = current_impl;
-  im->tasks[current_task_id].state = TaskState::kRunnable;
-  im->run_queue.push(current_task_id);
-  im->poll_all(nullptr);  // yield loops must let completions in
-  im->switch_to(im->run_queue.pop());
+  SwitchCore* core = current_core;
+  core->tasks[current_task_id].state = TaskState::kRunnable;
+  core->run_queue.push(current_task_id);
+  core->poll_all(nullptr);  // yield loops must let completions in
+  core->switch_to(core->run_queue.pop());
 }
 
 void wait() {
   if (current_task_id == 0) return;
-  internal::WaitInTask();
+  task_hooks::WaitInTask();
 }
 
-void notify(int task_id) { internal::Notify(task_id); }
+void notify(int task_id) { task_hooks::Notify(task_id); }
 
 }  // namespace this_task
 

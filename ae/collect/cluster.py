@@ -155,6 +155,8 @@ class ClusterExecutor:
                 load = [a for a in bench_cmd]
                 load[load.index("--dump-file") + 1] = ""
                 load[load.index("--duration") + 1] = "0.5"
+                if any(a.endswith("hashtable_bench") for a in load):
+                    load.append("--sole-loader")  # the only node that loads
                 self.clush("compute", nodes[:1], "cd %s && env %s timeout -k 5 %d %s" % (
                     shlex.quote(self.rdir), envs, limit, shlex.join(load)), log_path, check=True)
                 bench_cmd.append("--no-load")

@@ -110,7 +110,16 @@ Status HashTable::insert(std::string_view key, std::string_view value) {
   ThreadContext& tc = context();
   if (!tc.cache.empty()) __builtin_prefetch(&tc.cache[h.primary & tc.cache_mask]);
   Ops ops(initiator_, options_, tc);
-  return ops.write(si, *shards_[si], key, h, value, true);
+  return ops.write(si, *shards_[si], key, h, value, WriteKind::kUpsert);
+}
+
+Status HashTable::load(std::string_view key, std::string_view value) {
+  int si;
+  const KeyHash h = HashKeyAndShard(key, shards(), &si);
+  ThreadContext& tc = context();
+  if (!tc.cache.empty()) __builtin_prefetch(&tc.cache[h.primary & tc.cache_mask]);
+  Ops ops(initiator_, options_, tc);
+  return ops.write(si, *shards_[si], key, h, value, WriteKind::kLoad);
 }
 
 Status HashTable::update(std::string_view key, std::string_view value) {
@@ -119,7 +128,7 @@ Status HashTable::update(std::string_view key, std::string_view value) {
   ThreadContext& tc = context();
   if (!tc.cache.empty()) __builtin_prefetch(&tc.cache[h.primary & tc.cache_mask]);
   Ops ops(initiator_, options_, tc);
-  return ops.write(si, *shards_[si], key, h, value, false);
+  return ops.write(si, *shards_[si], key, h, value, WriteKind::kUpdate);
 }
 
 Status HashTable::read_modify_write(std::string_view key, const std::function<void(std::string*)>& modify) {

@@ -97,6 +97,11 @@ class HashTable {
 
   Status search(std::string_view key, std::string* value);
   Status insert(std::string_view key, std::string_view value);
+  // insert() for loading: the caller promises that no other task or client
+  // inserts this key at the same time, so the key cannot get a second copy
+  // and the search for one after the slot is claimed (a round trip) is
+  // skipped. Breaking the promise can leave a key with two copies.
+  Status load(std::string_view key, std::string_view value);
   Status update(std::string_view key, std::string_view value);
   Status read_modify_write(std::string_view key, const std::function<void(std::string*)>& modify);
   Status remove(std::string_view key);

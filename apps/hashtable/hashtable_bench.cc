@@ -67,7 +67,10 @@ int Run(const YcsbOptions& o, const DataStructureConfig& config, SmartConfig sma
   if (verbose) SMART_INFO("hashtable_bench: %s", smart_config.Summary().c_str());
 
   if (o.load) {
-    const double seconds = YcsbLoad(store, o);
+    YcsbOptions load_options = o;
+    // An embedded memory blade has no other client.
+    load_options.sole_loader = o.sole_loader || blade != nullptr;
+    const double seconds = YcsbLoad(store, load_options);
     if (verbose) {
       SMART_INFO("hashtable_bench: loaded %" PRIu64 " keys in %.2f s (%s M inserts/s)", o.max_key, seconds,
                  FormatSignificant(static_cast<double>(o.max_key) / seconds / 1e6).c_str());
@@ -135,7 +138,7 @@ int main(int argc, char** argv) {
   double duration = 0, zipf = 0;
   uint64_t max_key = 0;
   int key_length = 0, value_length = 0;
-  bool no_load = false, quiet = false, verify = false;
+  bool no_load = false, quiet = false, verify = false, sole_loader = false;
   std::string sync;
   double sync_timeout = 600;
   uint64_t idle_us = 0;
@@ -150,6 +153,9 @@ int main(int argc, char** argv) {
   app.add_option("--zipf", zipf, "zipfian constant in [0, 1)");
   app.add_option("--dump-file", dump, "CSV file to append to (\"\" for none)");
   app.add_flag("--no-load", no_load, "skip loading (the keys are already in the table)");
+  app.add_flag("--sole-loader", sole_loader,
+               "no other client loads keys at the same time: each insert of the load skips the search for a copy "
+               "left by a racing insert of the same key (a round trip); on with the embedded memory blade");
   app.add_option("--idle-us", idle_us,
                  "microseconds each coroutine idles after each operation, to lower the load (default: IDLE_USEC, else 0)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{10000000}));
@@ -179,6 +185,7 @@ int main(int argc, char** argv) {
     o.idle_ns = (app.count("--idle-us") ? idle_us : config.idle_us) * 1000;
     o.load = config.insert_before_execution && !no_load;
     o.verify = verify;
+    o.sole_loader = sole_loader;
     o.threads = threads;
     o.coros = coros;
     o.progress = !quiet;

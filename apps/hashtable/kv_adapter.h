@@ -12,6 +12,7 @@ class HashTableStore : public KvStore {
   std::string name() const override { return table_.name(); }
   Status search(std::string_view key, std::string* value) override { return table_.search(key, value); }
   Status insert(std::string_view key, std::string_view value) override { return table_.insert(key, value); }
+  Status load(std::string_view key, std::string_view value) override { return table_.load(key, value); }
   Status update(std::string_view key, std::string_view value) override { return table_.update(key, value); }
   Status read_modify_write(std::string_view key, const std::function<void(std::string*)>& modify) override {
     return table_.read_modify_write(key, modify);

@@ -77,7 +77,8 @@ Status Ops::search(int si, const Shard& sh, std::string_view key, const KeyHash&
 }
 
 Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& h, std::string_view value,
-                  bool insert) {
+                  WriteKind kind) {
+  const bool insert = kind != WriteKind::kUpdate;
   TaskBuffers* tb = nullptr;
   Status s = task_buffers(&tb);
   if (!s.ok()) return s;
@@ -236,6 +237,12 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
       continue;
     }
     FaultPoint("ht.insert.claimed");
+    if (kind == WriteKind::kLoad) {
+      // No racing insert of this key (the caller's promise): this slot is
+      // its only copy.
+      if (options_.speculative_lookup) cache_put(h.primary, slot, desired);
+      return Status::OK();
+    }
     // The slot is cached only once it is known to be the key's lowest copy:
     // an update through the cache must never land in a copy that this
     // insert is about to remove as a duplicate.

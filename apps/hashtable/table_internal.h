@@ -112,6 +112,11 @@ struct View {
 
 // What the caller of Ops::locate does with the view, and so which part of it
 // must agree with its bucket headers (SlotAgreesWithHeader).
+// What Ops::write does when the key is absent (kUpdate: NotFound) and
+// after it claims a slot (kUpsert: removes the copies a racing insert of
+// the key left; kLoad: none can exist).
+enum class WriteKind { kUpdate, kUpsert, kLoad };
+
 enum class ViewUse {
   // Reads the value: a copy found is valid however the bucket was read, but
   // a miss may be a key the split just moved: torn and empty, read again.
@@ -249,8 +254,10 @@ class Ops {
   // ---- operations (operations.cc) ----
 
   Status search(int si, const Shard& sh, std::string_view key, const KeyHash& h, std::string* value);
-  // Update (insert == false) or upsert (insert == true) of `key`.
-  Status write(int si, const Shard& sh, std::string_view key, const KeyHash& h, std::string_view value, bool insert);
+  // Update, upsert or load (an upsert that no other insert of the key
+  // races: HashTable::load) of `key`.
+  Status write(int si, const Shard& sh, std::string_view key, const KeyHash& h, std::string_view value,
+               WriteKind kind);
   // After an insert: keep only the lowest-address copy of the key.
   // After an insert claimed own_slot (now holding own_value): clears every
   // other copy of the key but the lowest.

@@ -27,6 +27,11 @@ class KvStore {
   virtual Status search(std::string_view key, std::string* value) = 0;
   /// Adds the key or replaces its value.
   virtual Status insert(std::string_view key, std::string_view value) = 0;
+  /// Loading: insert() of a key that no other task or client inserts at the
+  /// same time (the driver's load phase gives each key to one task). A store
+  /// may skip what an insert does against a racing insert of the same key;
+  /// the default is insert().
+  virtual Status load(std::string_view key, std::string_view value) { return insert(key, value); }
   /// Replaces the value of an existing key; kNotFound otherwise.
   virtual Status update(std::string_view key, std::string_view value) = 0;
   /// Reads the value of an existing key, applies `modify`, writes the result; kNotFound for an absent key.

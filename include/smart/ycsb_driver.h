@@ -24,6 +24,9 @@ struct YcsbOptions {
   double duration = 5;  ///< seconds of the run
   bool rehash_key = false;  ///< permute key ids before formatting
   bool load = true;      ///< insert keys 0..max_key-1 before the run
+  /// No other client loads at the same time: the load uses KvStore::load,
+  /// which may skip the work against racing inserts of one key.
+  bool sole_loader = false;
   bool verify = false;   ///< values carry their key; reads check it
   int threads = 1;  ///< worker threads
   int coros = 1;  ///< coroutines per thread

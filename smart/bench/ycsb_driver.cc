@@ -101,7 +101,8 @@ double YcsbLoad(KvStore& store, const YcsbOptions& o) {
             const uint64_t kid = key_id(id);
             ycsb::FormatKey(kid, o.key_length, key);
             FormatVerifiedValue(random, kid, o.value_length, value);
-            Status s = store.insert(std::string_view(key, o.key_length), std::string_view(value, o.value_length));
+            const std::string_view k(key, o.key_length), v(value, o.value_length);
+            Status s = o.sole_loader ? store.load(k, v) : store.insert(k, v);
             if (!s.ok()) {
               std::lock_guard<std::mutex> lock(error_mutex);
               if (!failed.exchange(true)) error = "inserting key " + std::string(key, o.key_length) + ": " + s.ToString();

@@ -116,6 +116,55 @@ TEST_F(HashTableTest, RacingInsertsInDifferentSlotsLeaveOneCopy) {
   EXPECT_GT(table_->stats().duplicates_removed, 0u);
 }
 
+// load() skips the search for a racing insert's copy: distinct keys loaded
+// by many tasks through splits each end up once with their value.
+TEST_F(HashTableTest, LoadsOfDistinctKeysLeaveEachOnceThroughSplits) {
+  Open(300, /*speculative=*/true);
+  constexpr int kKeys = 12000;
+  RunTasks(2, 4, [&](int worker) {
+    for (int i = worker; i < kKeys; i += 8) ASSERT_TRUE(table_->load(Key(i), "v" + Key(i)).ok()) << i;
+  });
+  EXPECT_GT(table_->stats().splits, 0u);
+  std::string value;
+  for (int i = 0; i < kKeys; ++i) {
+    ASSERT_TRUE(table_->search(Key(i), &value).ok()) << i;
+    ASSERT_EQ(value, "v" + Key(i));
+    int copies = 0;
+    ASSERT_TRUE(table_->count_copies(Key(i), &copies).ok());
+    ASSERT_EQ(copies, 1) << i;
+  }
+  // A loaded key is an ordinary key: an update and a remove find it.
+  ASSERT_TRUE(table_->update(Key(7), "new").ok());
+  ASSERT_TRUE(table_->search(Key(7), &value).ok());
+  EXPECT_EQ(value, "new");
+  ASSERT_TRUE(table_->remove(Key(7)).ok());
+  EXPECT_EQ(table_->search(Key(7), &value).code(), Status::Code::kNotFound);
+}
+
+// The promise is what load() relies on: racing loads of one key in
+// different slots skip the duplicate search and leave copies, which a
+// remove then clears one by one. (insert() leaves one copy: above.)
+TEST_F(HashTableTest, RacingLoadsOfOneKeyAreWhatTheDuplicateSearchIsFor) {
+  options_.spread_inserts_for_tests = true;
+  Open(1000);
+  int with_copies = 0;
+  for (int round = 0; round < 50; ++round) {
+    const std::string key = "spread" + std::to_string(round);
+    const uint64_t removed_before = table_->stats().duplicates_removed;
+    RunTasks(2, 4, [&](int worker) { ASSERT_TRUE(table_->load(key, "v" + std::to_string(worker)).ok()); });
+    EXPECT_EQ(table_->stats().duplicates_removed, removed_before) << "a load searched for duplicates";
+    int copies = 0;
+    ASSERT_TRUE(table_->count_copies(key, &copies).ok());
+    if (copies > 1) ++with_copies;
+    std::string value;
+    ASSERT_TRUE(table_->search(key, &value).ok());
+    EXPECT_EQ(value[0], 'v');
+    ASSERT_TRUE(table_->remove(key).ok());
+    EXPECT_EQ(table_->search(key, &value).code(), Status::Code::kNotFound);
+  }
+  EXPECT_GT(with_copies, 0);
+}
+
 TEST_F(HashTableTest, GrowsFromASmallTableUnderConcurrentInserts) {
   Open(300);
   uint64_t initial = 0;

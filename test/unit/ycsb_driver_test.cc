@@ -31,6 +31,13 @@ class MapStore : public KvStore {
     map_[std::string(key)] = std::string(value);
     return Status::OK();
   }
+  Status load(std::string_view key, std::string_view value) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++loaded_[std::string(key)];
+    }
+    return insert(key, value);
+  }
   Status update(std::string_view key, std::string_view value) override {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = map_.find(std::string(key));
@@ -63,6 +70,11 @@ class MapStore : public KvStore {
     std::lock_guard<std::mutex> lock(mutex_);
     return map_.size();
   }
+  // Keys given to load() and how often each was.
+  std::map<std::string, int> loaded() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return loaded_;
+  }
   uint64_t scanned() {
     std::lock_guard<std::mutex> lock(mutex_);
     return scanned_;
@@ -75,6 +87,7 @@ class MapStore : public KvStore {
  private:
   std::mutex mutex_;
   std::map<std::string, std::string> map_;
+  std::map<std::string, int> loaded_;
   uint64_t calls_ = 0;
   uint64_t scanned_ = 0;
 };
@@ -100,6 +113,27 @@ TEST(YcsbDriver, LoadsEveryKeyAndCountsOnlySuccesses) {
   EXPECT_EQ(r.not_found, 0u);
   EXPECT_EQ(r.failed, 0u);
   EXPECT_EQ(r.latency.count(), r.succeeded);
+}
+
+// A sole loader loads through KvStore::load, whose promise is that no key
+// is loaded twice at once: every key goes to load() exactly once. Without
+// sole_loader the load uses insert().
+TEST(YcsbDriver, ASoleLoaderGivesEachKeyToLoadOnce) {
+  MapStore shared;
+  YcsbOptions o = Small("ycsb-c");
+  o.threads = 3;
+  o.coros = 5;
+  YcsbLoad(shared, o);
+  EXPECT_EQ(shared.size(), 1000u);
+  EXPECT_TRUE(shared.loaded().empty());
+
+  MapStore sole;
+  o.sole_loader = true;
+  YcsbLoad(sole, o);
+  EXPECT_EQ(sole.size(), 1000u);
+  const std::map<std::string, int> loaded = sole.loaded();
+  EXPECT_EQ(loaded.size(), 1000u);
+  for (const auto& [key, times] : loaded) EXPECT_EQ(times, 1) << key;
 }
 
 TEST(YcsbDriver, IdleTimeBoundsTheOperationsOfEachCoroutine) {

@@ -195,6 +195,7 @@ TableStats HashTable::stats() const {
     total.stale_directory += s.stale_directory;
     total.torn_buckets += s.torn_buckets;
     total.cas_failures += s.cas_failures;
+    total.writes_superseded += s.writes_superseded;
     total.duplicates_removed += s.duplicates_removed;
     total.splits += s.splits;
     total.splits_recovered += s.splits_recovered;

@@ -72,6 +72,7 @@ struct TableStats {
   uint64_t stale_directory = 0;    // directory refreshes after a stale bucket header
   uint64_t torn_buckets = 0;       // buckets read half rewritten by a split, and re-read
   uint64_t cas_failures = 0;       // slot CASes that lost a race
+  uint64_t writes_superseded = 0;  // of those, writes done because another write of the key replaced what they read
   uint64_t duplicates_removed = 0; // copies of a key cleared after racing inserts
   uint64_t splits = 0;             // subtables this client split
   uint64_t splits_recovered = 0;   // half-done splits of dead clients finished

@@ -113,6 +113,7 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
     if (hit && !SlotFrozen(tb->words[0])) {
       const uint64_t expected = tb->words[0];
       const uint64_t desired = (new_slot & ~kParityBit) | (expected & kParityBit);
+      FaultPoint("ht.write.casing");
       s = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
       if (!s.ok()) return s;
       if (tb->words[0] == expected) {
@@ -121,6 +122,15 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
         return Status::OK();
       }
       ++tc_.stats.cas_failures;
+      const uint64_t found = tb->words[0];
+      bool done = false;
+      s = superseded(sh, key, expected, found, *tb, &done);
+      if (!s.ok()) return s;
+      if (done) {
+        release_block(sh, offset, units, tag);
+        cache_put(h.primary, slot, found);
+        return Status::OK();
+      }
       cache_erase(h.primary);
       g.retry_task();
     }
@@ -147,6 +157,7 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
       }
       const uint64_t desired = SlotWithParity(new_slot, HeaderDepth(v.header(r.first.bucket)));
       const GlobalAddress slot(sh.node, r.first.slot_offset);
+      FaultPoint("ht.write.casing");
       s = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
       if (!s.ok()) return s;
       if (tb->words[0] == expected) {
@@ -155,6 +166,15 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
         return Status::OK();
       }
       ++tc_.stats.cas_failures;
+      const uint64_t found = tb->words[0];
+      bool done = false;
+      s = superseded(sh, key, expected, found, *tb, &done);
+      if (!s.ok()) return s;
+      if (done) {
+        release_block(sh, offset, units, tag);
+        if (options_.speculative_lookup) cache_put(h.primary, slot, found);
+        return Status::OK();
+      }
       g.retry_task();
       continue;
     }
@@ -249,6 +269,31 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
     return remove_duplicates(si, sh, key, h, *tb, g, slot, desired);
   }
   return bound.status();
+}
+
+// After a write's slot CAS lost: sets *done when the slot now names another
+// valid block of the same key. The value this write read was current within
+// the operation (read by it, not taken from a cache) and another client's
+// write of the key replaced it since, so this write takes effect just
+// before that one, where no reader can see it, and is done: a retry would
+// only put an older value over a newer one. A frozen or emptied slot, or
+// one that names the same block (a split's rewrite), is not such a write,
+// nor a block of another key (the slot was reused): those retry.
+Status Ops::superseded(const Shard& sh, std::string_view key, uint64_t expected, uint64_t found, TaskBuffers& tb,
+                       bool* done) {
+  *done = false;
+  if (SlotFrozen(found) || SlotEmpty(found) || SlotBlockOffset(found) == SlotBlockOffset(expected)) {
+    return Status::OK();
+  }
+  const size_t length = SlotBlockLength(found);
+  if (length == 0 || length > kMaxBlockUnits * kBlockUnit) return Status::OK();
+  Status s = in_.read(tb.blocks, GlobalAddress(sh.node, SlotBlockOffset(found)), length, Option::kSync);
+  if (!s.ok()) return s;
+  if (CheckBlock(tb.blocks, length, SlotTag(found)) == BlockCheck::kValid && BlockKey(tb.blocks) == key) {
+    *done = true;
+    ++tc_.stats.writes_superseded;
+  }
+  return Status::OK();
 }
 
 Status Ops::remove_duplicates(int si, const Shard& sh, std::string_view key, const KeyHash& h, TaskBuffers& tb,

@@ -258,6 +258,10 @@ class Ops {
   // races: HashTable::load) of `key`.
   Status write(int si, const Shard& sh, std::string_view key, const KeyHash& h, std::string_view value,
                WriteKind kind);
+  // After a write's slot CAS lost (found: the slot's value now): *done when
+  // another client's write of the key superseded this one.
+  Status superseded(const Shard& sh, std::string_view key, uint64_t expected, uint64_t found, TaskBuffers& tb,
+                    bool* done);
   // After an insert: keep only the lowest-address copy of the key.
   // After an insert claimed own_slot (now holding own_value): clears every
   // other copy of the key but the lowest.

@@ -3,12 +3,15 @@
 
 #include <atomic>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include "hash_table.h"
 #include "layout.h"
 #include "smart/bench.h"
+#include "smart/fault_injection.h"
 #include "smart/initiator.h"
 #include "smart/target.h"
 #include "smart/task.h"
@@ -163,6 +166,61 @@ TEST_F(HashTableTest, RacingLoadsOfOneKeyAreWhatTheDuplicateSearchIsFor) {
     EXPECT_EQ(table_->search(key, &value).code(), Status::Code::kNotFound);
   }
   EXPECT_GT(with_copies, 0);
+}
+
+// Runs `between` on another thread (another client) once, when this thread's
+// next write of the table is about to CAS its slot.
+void BetweenReadAndCas(std::function<void()> between) {
+  const std::thread::id me = std::this_thread::get_id();
+  auto fired = std::make_shared<std::atomic<bool>>(false);
+  SetFaultPointHook("ht.write.casing", [me, fired, between] {
+    if (std::this_thread::get_id() != me || fired->exchange(true)) return;
+    std::thread(between).join();
+  });
+}
+
+// Another client's update of the key lands between this update's read of
+// the slot and its CAS: this one takes effect just before it and is done,
+// without writing over the newer value.
+TEST_F(HashTableTest, AnUpdateOvertakenByAnotherUpdateOfItsKeyIsSuperseded) {
+  Open(1000);
+  ASSERT_TRUE(table_->insert("k", "v0").ok());
+  Initiator other_initiator(config_);
+  other_initiator.connect(0, blades_[0]->host(), blades_[0]->port(), 8);
+  HashTable other(other_initiator, config_, 1, options_);
+  BetweenReadAndCas([&] { ASSERT_TRUE(other.update("k", "theirs").ok()); });
+  ASSERT_TRUE(table_->update("k", "mine").ok());
+  SetFaultPointHook("ht.write.casing", {});
+  std::string value;
+  ASSERT_TRUE(table_->search("k", &value).ok());
+  EXPECT_EQ(value, "theirs");
+  EXPECT_EQ(table_->stats().writes_superseded, 1u);
+  int copies = 0;
+  ASSERT_TRUE(table_->count_copies("k", &copies).ok());
+  EXPECT_EQ(copies, 1);
+}
+
+// A split (another client's inserts) rewrites or moves the key's slot
+// between the read and the CAS: no write of the key happened, so the update
+// must retry and land, not count itself superseded.
+TEST_F(HashTableTest, AnUpdateWhoseSlotASplitMovedIsNotSuperseded) {
+  Open(64, /*speculative=*/false, 1, 1000000, /*directory_capacity_depth=*/20);
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(table_->insert(Key(i), "v0").ok());
+  Initiator other_initiator(config_);
+  other_initiator.connect(0, blades_[0]->host(), blades_[0]->port(), 8);
+  HashTable other(other_initiator, config_, 1, options_);
+  BetweenReadAndCas([&] {
+    for (int i = 1000; i < 5000; ++i) ASSERT_TRUE(other.insert(Key(i), "x").ok());
+  });
+  const uint64_t failures_before = table_->stats().cas_failures;
+  ASSERT_TRUE(table_->update(Key(3), "mine").ok());
+  SetFaultPointHook("ht.write.casing", {});
+  EXPECT_GT(other.stats().splits, 0u);
+  EXPECT_GT(table_->stats().cas_failures, failures_before) << "the split did not touch the key's slot";
+  EXPECT_EQ(table_->stats().writes_superseded, 0u);
+  std::string value;
+  ASSERT_TRUE(table_->search(Key(3), &value).ok());
+  EXPECT_EQ(value, "mine");
 }
 
 TEST_F(HashTableTest, GrowsFromASmallTableUnderConcurrentInserts) {

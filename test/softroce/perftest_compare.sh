@@ -8,7 +8,8 @@
 # TX depth). CAS: ib_atomic_bw (compare-and-swap) vs test_rdma cas, likewise.
 # Each pair runs ROUNDS times, alternating, and the best rate of each counts.
 # Prints the message rates and the ratio test_rdma / perftest, and what
-# per-session memory windows cost (test_rdma with and without). The ratios are
+# per-session memory windows cost (test_rdma with and without), then the hash
+# table's load rate and tail (hashtable_tail.sh). The ratios are
 # measurements, not pass criteria: the script fails only when a run fails or
 # a tool is missing. Logs: $SOFTROCE_OUT/perftest/.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -192,4 +193,7 @@ for type in read cas; do
                           printf "%-10s median ratio %.3f (pairs %s..%s)\n", t, m, r[1], r[NR]}'
 done
 rm -rf "$WORK"
+# The hash table's load rate and tail over verbs, in the same boot.
+# perftest_compare turns throttling off for itself; the table runs as configured.
+step hashtable_tail env -u SMART_OPTS "$here/hashtable_tail.sh" "$BUILD_DIR"
 finish

@@ -122,6 +122,12 @@ struct SmartConfig {
 
   bool use_speculative_lookup = true;  ///< applications may use cached lookups
 
+  /// `coalesce_posts`: a task's requests wait, until no task of its thread
+  /// is runnable, to go out with the other tasks' behind one doorbell (at
+  /// most kMaxCoalescedRequests per memory blade). Off: each task rings its
+  /// own. Not with experimental.qp_sharing.
+  bool coalesce_posts = true;
+
   /// `experimental`: options outside the paper's design.
   struct {
     bool qp_sharing = false;

@@ -235,6 +235,7 @@ SmartConfig SmartConfig::Parse(const std::string& text, const std::string& sourc
 
   r.get_bool("use_speculative_lookup", &c.use_speculative_lookup, true);
   r.get_bool("experimental.qp_sharing", &c.experimental.qp_sharing, false);
+  r.get_bool("coalesce_posts", &c.coalesce_posts, false);
   r.check_unknown();
   return c;
 }

@@ -8,6 +8,7 @@
 #include <poll.h>
 
 #include "smart/initiator/initiator_impl.h"
+#include "smart/fault_injection.h"
 #include "smart/logging.h"
 #include "smart/task/task_hooks.h"
 
@@ -45,6 +46,8 @@ SMART_COLD TaskContext* Initiator::Impl::create_task_context(ThreadState* ts, in
 }
 
 SMART_COLD Status Initiator::Impl::resolve_lane(ThreadState* ts, node_t node) {
+  // Requests waiting for a doorbell go out on the queue pairs they were made for.
+  flush_all(ts);
   Lane& lane = ts->lanes[node];
   std::lock_guard<std::mutex> lock(mutex);
   Connection* c = node < connections.size() ? connections[node].get() : nullptr;
@@ -151,6 +154,9 @@ SMART_HOT_INLINE Status Initiator::Impl::add_request(ibv_wr_opcode opcode, void*
     Status s = post(ts, t, task);
     if (!s.ok()) return s;
   }
+  // The task's last requests may still wait for a doorbell in its wr[],
+  // which the new request is about to reuse.
+  if (__builtin_expect(t->coalesced, 0)) wait_for_flush(ts, t, task);
   const int i = t->count++;
   t->node = node;
   ibv_sge& sge = t->sge[i];
@@ -250,6 +256,72 @@ SMART_COLD Status Initiator::Impl::post_error(const Lane& lane, int n, int rc) c
                                   " failed: " + strerror(rc));
 }
 
+SMART_COLD void Initiator::Impl::flush_lane(ThreadState* ts, node_t node) {
+  Lane& lane = ts->lanes[node];
+  if (lane.pending_head == nullptr) return;
+  int rc = 0;
+  if (lane.failure.ok()) {
+    ibv_send_wr* bad = nullptr;
+    FaultPoint("initiator.doorbell");
+    rc = lane.qp->post_send(lane.pending_head, &bad);
+    if (rc == ENOMEM) {
+      // No room in the send queue (completions not polled yet): the
+      // requests from the one the provider refused on wait for the next
+      // flush, for at most the connection timeout.
+      if (bad != nullptr) lane.pending_head = bad;
+      int left = 0;
+      for (ibv_send_wr* wr = lane.pending_head; wr != nullptr; wr = wr->next) ++left;
+      lane.pending = left;
+      const uint64_t now = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+              .count());
+      if (lane.send_queue_full_since == 0) lane.send_queue_full_since = now;
+      if (now - lane.send_queue_full_since < static_cast<uint64_t>(config.connect_timeout_ms) * 1000000) return;
+    }
+    if (rc != 0) {
+      lane.failure = post_error(lane, lane.pending, rc);
+      lane.failure_is_flush = false;
+    }
+  }
+  // Posted, or dropped with the lane failed (their tasks see the failure).
+  lane.pending_head = lane.pending_tail = nullptr;
+  lane.pending = 0;
+  lane.send_queue_full_since = 0;
+  if (rc != 0) wake_all(ts);
+}
+
+SMART_COLD void Initiator::Impl::flush_pending(ThreadState* ts) {
+  std::vector<node_t>& lanes = ts->pending_lanes;
+  for (size_t i = 0; i < lanes.size();) {
+    Lane& lane = ts->lanes[lanes[i]];
+    flush_lane(ts, lanes[i]);
+    if (lane.pending_head == nullptr) {
+      lane.pending_listed = false;
+      lanes[i] = lanes.back();
+      lanes.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  if (lanes.empty()) {
+    for (TaskContext* t : ts->coalesced_tasks) t->coalesced = false;
+    ts->coalesced_tasks.clear();
+  }
+}
+
+SMART_COLD void Initiator::Impl::wait_for_flush(ThreadState* ts, TaskContext* t, int task) {
+  flush_pending(ts);
+  while (t->coalesced) {
+    // A send queue without room: let completions in, then try again.
+    if (task != 0) {
+      this_task::yield();
+    } else {
+      poll(ts);
+    }
+    flush_pending(ts);
+  }
+}
+
 SMART_COLD Status Initiator::Impl::add_target(ThreadState* ts, TaskContext* t, int task, node_t node, uint64_t seq) {
   // Too many memory blades in flight for one task: settle them first.
   Status s = wait_for(ts, t, task);
@@ -284,11 +356,46 @@ SMART_HOT_INLINE Status Initiator::Impl::post(ThreadState* ts, TaskContext* t, i
   last.wr_id = base | static_cast<uint32_t>(n);
   last.send_flags |= IBV_SEND_SIGNALED;
   last.next = nullptr;
-  ibv_send_wr* bad = nullptr;
-  int rc = lane.qp->post_send(&t->wr[0], &bad);
-  if (__builtin_expect(rc == ENOMEM, 0)) rc = retry_post(ts, lane, bad != nullptr ? bad : &t->wr[0], task);
-  t->count = 0;
-  if (__builtin_expect(rc != 0, 0)) return post_error(lane, n, rc);
+  if (coalesce && task != 0) {
+    // Behind the next doorbell of this lane: rung when no task of the
+    // thread is runnable (the poller flushes first), when the chain is
+    // long, or before anything posts to the lane directly.
+    if (lane.pending_tail != nullptr) {
+      lane.pending_tail->next = &t->wr[0];
+    } else {
+      lane.pending_head = &t->wr[0];
+    }
+    lane.pending_tail = &last;
+    lane.pending += n;
+    if (!lane.pending_listed) {
+      lane.pending_listed = true;
+      ts->pending_lanes.push_back(node);
+      // The pool's scheduler rings it: its poller must know this thread.
+      attach_poller(ts);
+    }
+    if (!t->coalesced) {
+      t->coalesced = true;
+      ts->coalesced_tasks.push_back(t);
+    }
+    t->count = 0;
+    if (__builtin_expect(lane.pending >= kMaxCoalescedRequests, 0)) flush_lane(ts, node);
+  } else {
+    // Requests already waiting for this lane's doorbell go first: each
+    // target's sequence number counts requests in the order they go out.
+    if (__builtin_expect(lane.pending_head != nullptr, 0)) {
+      flush_lane(ts, node);
+      if (!lane.failure.ok()) {
+        t->count = 0;
+        return lane.failure;
+      }
+    }
+    ibv_send_wr* bad = nullptr;
+    FaultPoint("initiator.doorbell");
+    int rc = lane.qp->post_send(&t->wr[0], &bad);
+    if (__builtin_expect(rc == ENOMEM, 0)) rc = retry_post(ts, lane, bad != nullptr ? bad : &t->wr[0], task);
+    t->count = 0;
+    if (__builtin_expect(rc != 0, 0)) return post_error(lane, n, rc);
+  }
   const uint64_t posted = lane.posted + static_cast<uint64_t>(n);
   lane.posted = posted;
   if (shared_qps) {
@@ -493,6 +600,9 @@ SMART_COLD static void ReportPollError(int n) {
 }
 
 int Initiator::Impl::poll(ThreadState* ts) {
+  // No task of the thread is runnable (or the thread itself polls): the
+  // requests that wait for a doorbell go out now.
+  flush_all(ts);
   ibv_wc wc[kMaxBatchSize];
   int total = 0;
   for (CompletionQueue* cq : ts->cqs) {
@@ -544,7 +654,10 @@ Status Initiator::fetch_and_add(uint64_t* local, GlobalAddress remote, uint64_t 
 Status Initiator::post_request() {
   ThreadState* ts = impl_->state();
   const int task = task_hooks::CurrentTaskId();
-  return impl_->post(ts, impl_->task_context(ts, task), task);
+  Status s = impl_->post(ts, impl_->task_context(ts, task), task);
+  // Asked for by name: the doorbell rings now.
+  impl_->flush_all(ts);
+  return s;
 }
 
 Status Initiator::sync() {

@@ -72,12 +72,21 @@ struct Lane {
   std::atomic<uint64_t> acked{0};
   Status failure;  // set by the first failed completion
   bool failure_is_flush = false;
+  // Requests of tasks that wait to go out behind one doorbell (coalesce_posts):
+  // the work requests of their TaskContexts, linked.
+  ibv_send_wr* pending_head = nullptr;
+  ibv_send_wr* pending_tail = nullptr;
+  int pending = 0;
+  bool pending_listed = false;  // in ThreadState::pending_lanes
+  uint64_t send_queue_full_since = 0;  // steady clock, ns: when a post of them first found no room
 };
 
 constexpr int kMaxSyncTargets = 8;
 // How long others may go ahead of the first task waiting for credit
 // (wait_for_credit): about 20 us at 2-4 GHz.
 constexpr uint64_t kCreditPatienceCycles = 60000;
+// Requests that wait behind one doorbell at most (coalesce_posts).
+constexpr int kMaxCoalescedRequests = 32;
 
 struct TaskContext {
   ibv_send_wr wr[kMaxBatchSize];
@@ -92,6 +101,7 @@ struct TaskContext {
   int target_count = 0;
   bool waiting = false;
   bool credit_waiting = false;
+  bool coalesced = false;  // wr[] is linked into a lane's pending chain, not yet posted
   Status error;
   uint64_t* scratch = nullptr;  // 64 bytes of registered cache
 };
@@ -140,6 +150,10 @@ struct ThreadState {
   std::atomic<int> bound;
   std::atomic<uint64_t> completed{0};
   std::deque<int> credit_waiters;
+  // coalesce_posts: lanes with pending requests, and the tasks whose work
+  // requests are in those chains.
+  std::vector<node_t> pending_lanes;
+  std::vector<TaskContext*> coalesced_tasks;
   uint64_t credit_front_since = 0;  // Cycles() when the first in line became first
   ThreadPoller poller;
   uint64_t attached_pool = 0;
@@ -169,6 +183,7 @@ struct Initiator::Impl {
   std::atomic<size_t> cache_used{0};
   int unbounded = 256;  // work requests a thread may have in flight at most
   bool shared_qps = false;
+  bool coalesce = false;  // coalesce_posts (never with shared queue pairs)
 
   std::mutex mutex;  // connections, slots, states
   std::vector<std::unique_ptr<Connection>> connections;  // by node
@@ -231,6 +246,16 @@ struct Initiator::Impl {
   // room; returns 0 or the provider's errno value.
   int retry_post(ThreadState* ts, Lane& lane, ibv_send_wr* first, int task);
   Status post_error(const Lane& lane, int n, int rc) const;
+  // coalesce_posts: posts the lanes' pending requests (each lane's with one
+  // doorbell); a lane whose send queue stays full, or whose post fails,
+  // fails. flush_all is a no-op when nothing is pending.
+  void flush_all(ThreadState* ts) {
+    if (__builtin_expect(!ts->pending_lanes.empty(), 0)) flush_pending(ts);
+  }
+  void flush_pending(ThreadState* ts);
+  void flush_lane(ThreadState* ts, node_t node);
+  // Waits until the task's own requests left the pending chains.
+  void wait_for_flush(ThreadState* ts, TaskContext* t, int task);
   Status add_target(ThreadState* ts, TaskContext* t, int task, node_t node, uint64_t seq);
   Status wait_failed(ThreadState* ts, TaskContext* t, const Status& posted);
   void handle_foreign_completion(const ibv_wc& wc);

@@ -251,6 +251,9 @@ void TaskPool::run() {
       idle_rounds = 0;
     }
   }
+  // A last call: requests that a finished task left waiting for a doorbell
+  // (an initiator's coalesced posts) go out.
+  im.poll_all(nullptr);
   current_pool = nullptr;
   current_core = nullptr;
   im.running = false;

@@ -1,12 +1,14 @@
 #include <gtest/gtest.h>
 #include <numa.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <set>
 #include <thread>
 
 #include "smart/bench.h"
+#include "smart/fault_injection.h"
 #include "smart/resource/net.h"
 #include "smart/initiator.h"
 #include "smart/target.h"
@@ -292,6 +294,63 @@ TEST_F(InitiatorTest, WorkRequestCreditGoesToTasksInTheOrderTheyAskedForIt) {
   for (int t = 0; t < kTasks; ++t) {
     EXPECT_GE(per_task[t], kTotal / kTasks / 2) << "task " << t << " got " << per_task[t] << " of " << done;
   }
+}
+
+// Eight tasks of one thread, each reading and waiting 50 times: with
+// coalesce_posts their requests share doorbells (rung when no task of the
+// thread is runnable); without it each request rings its own. Every read
+// gets its own bytes either way.
+int DoorbellsForEightTasks(const SmartConfig& config, EmbeddedMemoryBlade& blade, char* remote) {
+  Initiator initiator(config);
+  initiator.connect(0, blade.host(), blade.port(), 1);
+  std::atomic<int> doorbells{0};
+  SetFaultPointHook("initiator.doorbell", [&doorbells] { ++doorbells; });
+  TaskPool pool;
+  for (int t = 0; t < 8; ++t) {
+    auto* buffer = static_cast<uint64_t*>(initiator.alloc_cache(8));
+    pool.spawn([&, t, buffer] {
+      for (int i = 0; i < 50; ++i) {
+        const uint64_t offset = 8 * static_cast<uint64_t>(t * 50 + i);
+        ASSERT_TRUE(initiator.read(buffer, GlobalAddress(0, 65536 + offset), 8).ok());
+        uint64_t expected;
+        memcpy(&expected, remote + offset, 8);
+        ASSERT_EQ(*buffer, expected);
+      }
+    });
+  }
+  pool.run();
+  SetFaultPointHook("initiator.doorbell", {});
+  return doorbells.load();
+}
+
+TEST_F(InitiatorTest, TasksOfAThreadShareDoorbells) {
+  char* remote = remote_bytes(65536);
+  for (uint64_t i = 0; i < 400; ++i) memcpy(remote + 8 * i, &i, 8);
+  SmartConfig coalescing = config_;
+  coalescing.coalesce_posts = true;
+  const int shared = DoorbellsForEightTasks(coalescing, *blade_, remote);
+  SmartConfig separate = config_;
+  separate.coalesce_posts = false;
+  const int own = DoorbellsForEightTasks(separate, *blade_, remote);
+  EXPECT_EQ(own, 400);
+  EXPECT_LE(shared, 400 / 4) << "coalesce_posts rang " << shared << " doorbells for 400 requests";
+}
+
+// A task that posts a write without waiting and ends: the write still goes
+// out (and on shm, is carried out) by the time the pool's run() returns.
+TEST_F(InitiatorTest, AWriteAFinishedTaskLeftWaitingForADoorbellGoesOut) {
+  SmartConfig coalescing = config_;
+  coalescing.coalesce_posts = true;
+  std::thread([&] {
+    Initiator initiator(coalescing);
+    initiator.connect(0, blade_->host(), blade_->port(), 1);
+    char* local = static_cast<char*>(initiator.alloc_cache(64));
+    strcpy(local, "left behind");
+    TaskPool pool;
+    pool.spawn([&] { ASSERT_TRUE(initiator.write(local, GlobalAddress(0, 131072), 12, Option::kPost).ok()); });
+    pool.run();
+    EXPECT_STREQ(remote_bytes(131072), "left behind");
+  }).join();
 }
 
 TEST_F(InitiatorTest, DeadMemoryBladeGivesAnErrorNotAHang) {

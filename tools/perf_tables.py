@@ -15,6 +15,7 @@ command, so that a reader knows what to expect and can run it again.
   --softroce      also boot the Soft-RoCE guest and compare test_rdma with
                   perftest there (test/softroce/perftest_compare.sh); without
                   it the README's Soft-RoCE block is left as it is
+  --softroce-only  only the Soft-RoCE block: no shm benches
   --quick         one short run of each case on small data (for tests)
 """
 
@@ -242,6 +243,17 @@ def softroce_block(bin_dir, log, clean):
              "| --- | ---: | ---: | ---: | ---: |"]
     lines += ["| %s | %s | %.1f | %.1f | %s |" % (op, d, float(a) * 1000, float(b) * 1000, r)
               for op, d, a, b, r in rows]
+    # The hash table's step (hashtable_tail.sh) in the same boot.
+    tail_head = re.search(r"^hashtable_tail: (.*)$", p.stdout, re.M)
+    tail = re.findall(r"^(ycsb-c|ycsb-a)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)x", p.stdout, re.M)
+    load = re.search(r"^load\s+([0-9.]+) M inserts/s, ([0-9.]+)x of YCSB-A", p.stdout, re.M)
+    if not tail_head or len(tail) != 2 or not load:
+        raise RuntimeError("no hash table result in perftest_compare's output:\n%s" % p.stdout[-3000:])
+    lines += ["", "The hash table in the same boot (`test/softroce/hashtable_tail.sh`: %s):" % tail_head.group(1), "",
+              "| workload | K ops/s | P50 us | P99 us | P99/P50 |", "| --- | ---: | ---: | ---: | ---: |"]
+    lines += ["| %s | %.1f | %.0f | %.0f | %sx |" % (w.upper(), float(t) * 1000, float(a), float(b), r)
+              for w, t, a, b, r in tail]
+    lines += ["| load | %.1f | | | %sx the YCSB-A rate |" % (float(load.group(1)) * 1000, load.group(2))]
     lines += ["", SR_END]
     return lines
 
@@ -281,6 +293,8 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"), help="binaries (default build/bin)")
     ap.add_argument("--clean-build", action="store_true", help="build the committed tree afresh and use it")
     ap.add_argument("--softroce", action="store_true", help="also compare with perftest in the Soft-RoCE guest")
+    ap.add_argument("--softroce-only", action="store_true",
+                    help="only the Soft-RoCE block (the guest's perftest comparison and hash table), no shm benches")
     ap.add_argument("--quick", action="store_true", help="one short run per case on small data")
     ap.add_argument("--out", help="write the tables to this file instead of into README.md")
     ap.add_argument("--log", default=None, help="every command's output (default: a file in /tmp)")
@@ -301,30 +315,36 @@ def main():
                          "tatp_bench"):
                 if not os.access(os.path.join(bin_dir, name), os.X_OK):
                     raise RuntimeError("missing %s in %s (build first, or --clean-build)" % (name, bin_dir))
-            all_cases = cases(args.quick)
+            if args.softroce_only:
+                sr_block = softroce_block(bin_dir, log, args.clean_build)
+                block = None
+            all_cases = [] if args.softroce_only else cases(args.quick)
             runs = 1 if args.quick else args.runs
-            print("perf_tables: op_cost_bench", file=sys.stderr, flush=True)
-            opcost = op_cost(bin_dir, 3 if args.quick else 7, log)
-            for rep in range(runs):
+            if not args.softroce_only:
+                print("perf_tables: op_cost_bench", file=sys.stderr, flush=True)
+                opcost = op_cost(bin_dir, 3 if args.quick else 7, log)
+            for rep in range(runs if all_cases else 0):
                 for i, c in enumerate(all_cases, 1):
                     print("perf_tables: pass %d/%d, case %d/%d: %s" % (rep + 1, runs, i, len(all_cases),
                                                                       c.command()), file=sys.stderr, flush=True)
                     run(c, bin_dir, log)
-            block = tables(all_cases, opcost, args, started, load_at_start, bin_desc)
-            sr_block = softroce_block(bin_dir, log, args.clean_build) if args.softroce else None
+            if not args.softroce_only:
+                block = tables(all_cases, opcost, args, started, load_at_start, bin_desc)
+                sr_block = softroce_block(bin_dir, log, args.clean_build) if args.softroce else None
     except (RuntimeError, subprocess.SubprocessError, OSError) as e:
         print("perf_tables: %s\n(every command's output: %s)" % (e, log_path), file=sys.stderr)
         return 1
     if args.out:
         with open(args.out, "w") as f:
-            f.write("\n".join(block + ([""] + sr_block if sr_block else [])) + "\n")
+            f.write("\n".join((block or []) + ([""] + sr_block if sr_block else [])) + "\n")
         print("perf_tables: wrote %s" % args.out, file=sys.stderr)
         return 0
     readme = os.path.join(ROOT, "README.md")
     with open(readme) as f:
         text = f.read()
     try:
-        text = replace_block(text, BEGIN, END, block)
+        if block:
+            text = replace_block(text, BEGIN, END, block)
         if sr_block:
             text = replace_block(text, SR_BEGIN, SR_END, sr_block)
     except RuntimeError as e:

@@ -104,6 +104,30 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
   s = in_.write(tb->new_block, GlobalAddress(sh.node, offset), units * kBlockUnit, Option::kNone);
   if (!s.ok()) return s;
 
+  // CASes the key's slot from `expected` (read by this operation) to
+  // `desired`; *finished when the write is done: the CAS won, or it lost to
+  // another client's write of the key, which superseded this one.
+  auto cas_slot = [&](GlobalAddress slot, uint64_t expected, uint64_t desired, bool* finished) -> Status {
+    *finished = false;
+    FaultPoint("ht.write.casing");
+    Status st = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
+    if (!st.ok()) return st;
+    const uint64_t found = tb->words[0];
+    if (found == expected) {
+      retire_block(sh, expected);
+      if (options_.speculative_lookup) cache_put(h.primary, slot, desired);
+      *finished = true;
+      return Status::OK();
+    }
+    ++tc_.stats.cas_failures;
+    st = superseded(sh, key, expected, found, *tb, finished);
+    if (st.ok() && *finished) {
+      release_block(sh, offset, units, tag);
+      if (options_.speculative_lookup) cache_put(h.primary, slot, found);
+    }
+    return st;
+  };
+
   if (CacheEntry* e = cache_find(h.primary)) {
     const GlobalAddress slot(e->slot);
     bool hit;
@@ -112,25 +136,10 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
     if (!s.ok()) return s;
     if (hit && !SlotFrozen(tb->words[0])) {
       const uint64_t expected = tb->words[0];
-      const uint64_t desired = (new_slot & ~kParityBit) | (expected & kParityBit);
-      FaultPoint("ht.write.casing");
-      s = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
+      bool finished;
+      s = cas_slot(slot, expected, (new_slot & ~kParityBit) | (expected & kParityBit), &finished);
       if (!s.ok()) return s;
-      if (tb->words[0] == expected) {
-        retire_block(sh, expected);
-        cache_put(h.primary, slot, desired);
-        return Status::OK();
-      }
-      ++tc_.stats.cas_failures;
-      const uint64_t found = tb->words[0];
-      bool done = false;
-      s = superseded(sh, key, expected, found, *tb, &done);
-      if (!s.ok()) return s;
-      if (done) {
-        release_block(sh, offset, units, tag);
-        cache_put(h.primary, slot, found);
-        return Status::OK();
-      }
+      if (finished) return Status::OK();
       cache_erase(h.primary);
       g.retry_task();
     }
@@ -155,26 +164,11 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
         g.retry_task();
         continue;
       }
-      const uint64_t desired = SlotWithParity(new_slot, HeaderDepth(v.header(r.first.bucket)));
-      const GlobalAddress slot(sh.node, r.first.slot_offset);
-      FaultPoint("ht.write.casing");
-      s = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
+      bool finished;
+      s = cas_slot(GlobalAddress(sh.node, r.first.slot_offset), expected,
+                   SlotWithParity(new_slot, HeaderDepth(v.header(r.first.bucket))), &finished);
       if (!s.ok()) return s;
-      if (tb->words[0] == expected) {
-        retire_block(sh, expected);
-        if (options_.speculative_lookup) cache_put(h.primary, slot, desired);
-        return Status::OK();
-      }
-      ++tc_.stats.cas_failures;
-      const uint64_t found = tb->words[0];
-      bool done = false;
-      s = superseded(sh, key, expected, found, *tb, &done);
-      if (!s.ok()) return s;
-      if (done) {
-        release_block(sh, offset, units, tag);
-        if (options_.speculative_lookup) cache_put(h.primary, slot, found);
-        return Status::OK();
-      }
+      if (finished) return Status::OK();
       g.retry_task();
       continue;
     }

@@ -181,7 +181,7 @@ import sys
 label, depth, perf, ours = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
 ratio = ours / perf if perf > 0 else float("nan")
 name = {"read": "READ 8 B", "cas": "CAS"}[label]
-print(f"{name:<10} {depth:>8} {perf:>18.6f} {ours:>18.6f} {ratio:>8.2f}   (target >= 0.9)")
+print(f"{name:<10} {depth:>8} {perf:>18.6f} {ours:>18.6f} {ratio:>8.2f}   (target >= 0.95)")
 PY
 done
 echo

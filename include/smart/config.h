@@ -124,9 +124,11 @@ struct SmartConfig {
 
   /// `coalesce_posts`: a task's requests wait, until no task of its thread
   /// is runnable, to go out with the other tasks' behind one doorbell (at
-  /// most kMaxCoalescedRequests per memory blade). Off: each task rings its
-  /// own. Not with experimental.qp_sharing.
-  bool coalesce_posts = true;
+  /// most 32 per memory blade). `auto`: on verbs (a doorbell is a system
+  /// call on rxe, an MMIO write on a NIC), off on shm (a function call);
+  /// `off`: each task rings its own. Never with experimental.qp_sharing.
+  enum class CoalescePosts : uint8_t { kAuto, kOn, kOff };
+  CoalescePosts coalesce_posts = CoalescePosts::kAuto;
 
   /// `experimental`: options outside the paper's design.
   struct {

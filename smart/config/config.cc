@@ -235,7 +235,9 @@ SmartConfig SmartConfig::Parse(const std::string& text, const std::string& sourc
 
   r.get_bool("use_speculative_lookup", &c.use_speculative_lookup, true);
   r.get_bool("experimental.qp_sharing", &c.experimental.qp_sharing, false);
-  r.get_bool("coalesce_posts", &c.coalesce_posts, false);
+  int coalesce = static_cast<int>(c.coalesce_posts);
+  r.get_choice("coalesce_posts", &coalesce, false, {"auto", "on", "off"});
+  c.coalesce_posts = static_cast<SmartConfig::CoalescePosts>(coalesce);
   r.check_unknown();
   return c;
 }

@@ -69,7 +69,9 @@ Initiator::Impl::Impl(const SmartConfig& cfg) : config(cfg), instance(g_instance
   cache_lkey = cache_region->lkey();
   unbounded = std::min(config.qp_param.max_wqe_size, config.qp_param.max_cqe_size);
   shared_qps = config.experimental.qp_sharing;
-  coalesce = config.coalesce_posts && !shared_qps;
+  coalesce = !shared_qps && (config.coalesce_posts == SmartConfig::CoalescePosts::kOn ||
+                             (config.coalesce_posts == SmartConfig::CoalescePosts::kAuto &&
+                              device->kind() == TransportKind::kVerbs));
   connections.resize(config.max_nodes);
   slots.resize(kMaxThreads);
   const int initial = config.use_work_req_throt && !shared_qps

@@ -256,6 +256,34 @@ SMART_COLD Status Initiator::Impl::post_error(const Lane& lane, int n, int rc) c
                                   " failed: " + strerror(rc));
 }
 
+// Out of line: the shm path, which does not coalesce, keeps a smaller post.
+[[gnu::noinline]] void Initiator::Impl::defer_post(ThreadState* ts, TaskContext* t, node_t node) {
+  // Behind the next doorbell of this lane: rung when no task of the thread
+  // is runnable (the poller flushes first), when the chain is long, or
+  // before anything posts to the lane directly.
+  Lane& lane = ts->lanes[node];
+  const int n = t->count;
+  if (lane.pending_tail != nullptr) {
+    lane.pending_tail->next = &t->wr[0];
+  } else {
+    lane.pending_head = &t->wr[0];
+  }
+  lane.pending_tail = &t->wr[n - 1];
+  lane.pending += n;
+  if (!lane.pending_listed) {
+    lane.pending_listed = true;
+    ts->pending_lanes.push_back(node);
+    // The pool's scheduler rings it: its poller must know this thread.
+    attach_poller(ts);
+  }
+  if (!t->coalesced) {
+    t->coalesced = true;
+    ts->coalesced_tasks.push_back(t);
+  }
+  t->count = 0;
+  if (__builtin_expect(lane.pending >= kMaxCoalescedRequests, 0)) flush_lane(ts, node);
+}
+
 SMART_COLD void Initiator::Impl::flush_lane(ThreadState* ts, node_t node) {
   Lane& lane = ts->lanes[node];
   if (lane.pending_head == nullptr) return;
@@ -357,28 +385,7 @@ SMART_HOT_INLINE Status Initiator::Impl::post(ThreadState* ts, TaskContext* t, i
   last.send_flags |= IBV_SEND_SIGNALED;
   last.next = nullptr;
   if (coalesce && task != 0) {
-    // Behind the next doorbell of this lane: rung when no task of the
-    // thread is runnable (the poller flushes first), when the chain is
-    // long, or before anything posts to the lane directly.
-    if (lane.pending_tail != nullptr) {
-      lane.pending_tail->next = &t->wr[0];
-    } else {
-      lane.pending_head = &t->wr[0];
-    }
-    lane.pending_tail = &last;
-    lane.pending += n;
-    if (!lane.pending_listed) {
-      lane.pending_listed = true;
-      ts->pending_lanes.push_back(node);
-      // The pool's scheduler rings it: its poller must know this thread.
-      attach_poller(ts);
-    }
-    if (!t->coalesced) {
-      t->coalesced = true;
-      ts->coalesced_tasks.push_back(t);
-    }
-    t->count = 0;
-    if (__builtin_expect(lane.pending >= kMaxCoalescedRequests, 0)) flush_lane(ts, node);
+    defer_post(ts, t, node);
   } else {
     // Requests already waiting for this lane's doorbell go first: each
     // target's sequence number counts requests in the order they go out.

@@ -253,6 +253,8 @@ struct Initiator::Impl {
     if (__builtin_expect(!ts->pending_lanes.empty(), 0)) flush_pending(ts);
   }
   void flush_pending(ThreadState* ts);
+  // Links the task's batch (t->count requests, wr_ids set) into its lane's chain.
+  void defer_post(ThreadState* ts, TaskContext* t, node_t node);
   void flush_lane(ThreadState* ts, node_t node);
   // Waits until the task's own requests left the pending chains.
   void wait_for_flush(ThreadState* ts, TaskContext* t, int task);

@@ -27,6 +27,16 @@ TEST(SmartConfig, ParsesTheShippedFile) {
   EXPECT_EQ(c.work_req_throt.initial_credit, 4);
   EXPECT_EQ(c.thread_aware_alloc.doorbell, DoorbellMode::kThreadDomain);
   EXPECT_EQ(c.transport, TransportChoice::kAuto);
+  EXPECT_EQ(c.coalesce_posts, SmartConfig::CoalescePosts::kAuto);
+}
+
+TEST(SmartConfig, CoalescePostsIsAutoOnOrOff) {
+  EXPECT_EQ(SmartConfig::Parse(testing::ConfigText("\"coalesce_posts\": \"off\","), "c.json").coalesce_posts,
+            SmartConfig::CoalescePosts::kOff);
+  EXPECT_EQ(SmartConfig::Parse(testing::ConfigText("\"coalesce_posts\": \"on\","), "c.json").coalesce_posts,
+            SmartConfig::CoalescePosts::kOn);
+  ExpectConfigError([] { SmartConfig::Parse(testing::ConfigText("\"coalesce_posts\": true,"), "c.json"); },
+                    {"c.json", "coalesce_posts", "\"auto\", \"on\", \"off\""});
 }
 
 TEST(SmartConfig, AcceptsUpstreamStyleFileWithoutNewerKeys) {

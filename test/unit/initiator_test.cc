@@ -327,10 +327,10 @@ TEST_F(InitiatorTest, TasksOfAThreadShareDoorbells) {
   char* remote = remote_bytes(65536);
   for (uint64_t i = 0; i < 400; ++i) memcpy(remote + 8 * i, &i, 8);
   SmartConfig coalescing = config_;
-  coalescing.coalesce_posts = true;
+  coalescing.coalesce_posts = SmartConfig::CoalescePosts::kOn;
   const int shared = DoorbellsForEightTasks(coalescing, *blade_, remote);
   SmartConfig separate = config_;
-  separate.coalesce_posts = false;
+  separate.coalesce_posts = SmartConfig::CoalescePosts::kOff;
   const int own = DoorbellsForEightTasks(separate, *blade_, remote);
   EXPECT_EQ(own, 400);
   EXPECT_LE(shared, 400 / 4) << "coalesce_posts rang " << shared << " doorbells for 400 requests";
@@ -340,7 +340,7 @@ TEST_F(InitiatorTest, TasksOfAThreadShareDoorbells) {
 // out (and on shm, is carried out) by the time the pool's run() returns.
 TEST_F(InitiatorTest, AWriteAFinishedTaskLeftWaitingForADoorbellGoesOut) {
   SmartConfig coalescing = config_;
-  coalescing.coalesce_posts = true;
+  coalescing.coalesce_posts = SmartConfig::CoalescePosts::kOn;
   std::thread([&] {
     Initiator initiator(coalescing);
     initiator.connect(0, blade_->host(), blade_->port(), 1);

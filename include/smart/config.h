@@ -128,7 +128,7 @@ struct SmartConfig {
   /// call on rxe, an MMIO write on a NIC), off on shm (a function call);
   /// `off`: each task rings its own. Never with experimental.qp_sharing.
   enum class CoalescePosts : uint8_t { kAuto, kOn, kOff };
-  CoalescePosts coalesce_posts = CoalescePosts::kAuto;
+  CoalescePosts coalesce_posts = CoalescePosts::kAuto;  ///< `coalesce_posts`: auto, on or off (above)
 
   /// `experimental`: options outside the paper's design.
   struct {

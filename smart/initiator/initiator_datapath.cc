@@ -1,21 +1,17 @@
 // Initiator data path: queue a request into the task's batch, post the
 // batch with one doorbell under the thread's credit, wait for completions,
-// and the poller that turns completions into task wake-ups.
+// and the poller that turns completions into task wake-ups. Shared
+// doorbells and full send queues are in initiator_doorbells.cc, failed
+// requests and lanes in initiator_failures.cc.
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 
-#include <poll.h>
-
-#include "smart/initiator/initiator_impl.h"
 #include "smart/fault_injection.h"
+#include "smart/initiator/initiator_impl.h"
 #include "smart/logging.h"
 #include "smart/task/task_hooks.h"
 
 namespace smart {
-
-#define SMART_HOT_INLINE [[gnu::always_inline]] inline
-#define SMART_COLD [[gnu::noinline, gnu::cold]]
 
 namespace {
 
@@ -231,125 +227,6 @@ SMART_COLD void Initiator::Impl::wait_for_credit(ThreadState* ts, TaskContext* t
   }
 }
 
-SMART_COLD int Initiator::Impl::retry_post(ThreadState* ts, Lane& lane, ibv_send_wr* first, int task) {
-  // The send queue is full (queue pairs shared between threads): make room
-  // by polling, for at most the connection timeout. A provider may have
-  // taken the head of the list before it ran out of room; only the rest
-  // (from the request it reported as not posted) is posted again.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config.connect_timeout_ms);
-  int rc = ENOMEM;
-  while (rc == ENOMEM && std::chrono::steady_clock::now() < deadline) {
-    if (task != 0) {
-      this_task::yield();
-    } else {
-      poll(ts);
-    }
-    ibv_send_wr* bad = nullptr;
-    rc = lane.qp->post_send(first, &bad);
-    if (rc == ENOMEM && bad != nullptr) first = bad;
-  }
-  return rc;
-}
-
-SMART_COLD Status Initiator::Impl::post_error(const Lane& lane, int n, int rc) const {
-  return Status::WorkRequestError("posting " + std::to_string(n) + " work request(s) to " + lane.connection->name() +
-                                  " failed: " + strerror(rc));
-}
-
-// Out of line: the shm path, which does not coalesce, keeps a smaller post.
-[[gnu::noinline]] void Initiator::Impl::defer_post(ThreadState* ts, TaskContext* t, node_t node) {
-  // Behind the next doorbell of this lane: rung when no task of the thread
-  // is runnable (the poller flushes first), when the chain is long, or
-  // before anything posts to the lane directly.
-  Lane& lane = ts->lanes[node];
-  const int n = t->count;
-  if (lane.pending_tail != nullptr) {
-    lane.pending_tail->next = &t->wr[0];
-  } else {
-    lane.pending_head = &t->wr[0];
-  }
-  lane.pending_tail = &t->wr[n - 1];
-  lane.pending += n;
-  if (!lane.pending_listed) {
-    lane.pending_listed = true;
-    ts->pending_lanes.push_back(node);
-    // The pool's scheduler rings it: its poller must know this thread.
-    attach_poller(ts);
-  }
-  if (!t->coalesced) {
-    t->coalesced = true;
-    ts->coalesced_tasks.push_back(t);
-  }
-  t->count = 0;
-  if (__builtin_expect(lane.pending >= kMaxCoalescedRequests, 0)) flush_lane(ts, node);
-}
-
-SMART_COLD void Initiator::Impl::flush_lane(ThreadState* ts, node_t node) {
-  Lane& lane = ts->lanes[node];
-  if (lane.pending_head == nullptr) return;
-  int rc = 0;
-  if (lane.failure.ok()) {
-    ibv_send_wr* bad = nullptr;
-    FaultPoint("initiator.doorbell");
-    rc = lane.qp->post_send(lane.pending_head, &bad);
-    if (rc == ENOMEM) {
-      // No room in the send queue (completions not polled yet): the
-      // requests from the one the provider refused on wait for the next
-      // flush, for at most the connection timeout.
-      if (bad != nullptr) lane.pending_head = bad;
-      int left = 0;
-      for (ibv_send_wr* wr = lane.pending_head; wr != nullptr; wr = wr->next) ++left;
-      lane.pending = left;
-      const uint64_t now = static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-              .count());
-      if (lane.send_queue_full_since == 0) lane.send_queue_full_since = now;
-      if (now - lane.send_queue_full_since < static_cast<uint64_t>(config.connect_timeout_ms) * 1000000) return;
-    }
-    if (rc != 0) {
-      lane.failure = post_error(lane, lane.pending, rc);
-      lane.failure_is_flush = false;
-    }
-  }
-  // Posted, or dropped with the lane failed (their tasks see the failure).
-  lane.pending_head = lane.pending_tail = nullptr;
-  lane.pending = 0;
-  lane.send_queue_full_since = 0;
-  if (rc != 0) wake_all(ts);
-}
-
-SMART_COLD void Initiator::Impl::flush_pending(ThreadState* ts) {
-  std::vector<node_t>& lanes = ts->pending_lanes;
-  for (size_t i = 0; i < lanes.size();) {
-    Lane& lane = ts->lanes[lanes[i]];
-    flush_lane(ts, lanes[i]);
-    if (lane.pending_head == nullptr) {
-      lane.pending_listed = false;
-      lanes[i] = lanes.back();
-      lanes.pop_back();
-    } else {
-      ++i;
-    }
-  }
-  if (lanes.empty()) {
-    for (TaskContext* t : ts->coalesced_tasks) t->coalesced = false;
-    ts->coalesced_tasks.clear();
-  }
-}
-
-SMART_COLD void Initiator::Impl::wait_for_flush(ThreadState* ts, TaskContext* t, int task) {
-  flush_pending(ts);
-  while (t->coalesced) {
-    // A send queue without room: let completions in, then try again.
-    if (task != 0) {
-      this_task::yield();
-    } else {
-      poll(ts);
-    }
-    flush_pending(ts);
-  }
-}
-
 SMART_COLD Status Initiator::Impl::add_target(ThreadState* ts, TaskContext* t, int task, node_t node, uint64_t seq) {
   // Too many memory blades in flight for one task: settle them first.
   Status s = wait_for(ts, t, task);
@@ -438,26 +315,6 @@ SMART_HOT_INLINE bool Satisfied(const ThreadState* ts, const TaskContext* t) {
 
 }  // namespace
 
-SMART_COLD Status Initiator::Impl::wait_failed(ThreadState* ts, TaskContext* t, const Status& posted) {
-  if (t->error.ok() && posted.ok()) {
-    // A broken queue pair flushes its requests; a target it never reached
-    // counts as failed.
-    for (int k = 0; k < t->target_count; ++k) {
-      const Lane& lane = ts->lanes[t->targets[k].node];
-      if (!lane.failure.ok() && lane.acked.load(std::memory_order_relaxed) < t->targets[k].seq) {
-        t->target_count = 0;
-        return lane.failure;
-      }
-    }
-    t->target_count = 0;
-    return Status::OK();
-  }
-  Status result = t->error.ok() ? posted : t->error;
-  t->error = Status();
-  t->target_count = 0;
-  return result;
-}
-
 SMART_HOT_INLINE Status Initiator::Impl::wait_for(ThreadState* ts, TaskContext* t, int task) {
   Status posted = post(ts, t, task);
   if (t->target_count > 0) {
@@ -481,81 +338,6 @@ SMART_HOT_INLINE Status Initiator::Impl::wait_for(ThreadState* ts, TaskContext* 
     }
   }
   return wait_failed(ts, t, posted);
-}
-
-SMART_COLD Status Initiator::Impl::failure_status(const ibv_wc& wc, const Connection* connection) const {
-  const std::string where = connection != nullptr ? connection->name() : std::string("a memory node");
-  const std::string what = std::string(ibv_wc_status_str(wc.status)) + " (status " + std::to_string(wc.status) +
-                           ", vendor error 0x" + [&] {
-                             char buf[16];
-                             snprintf(buf, sizeof(buf), "%x", wc.vendor_err);
-                             return std::string(buf);
-                           }() + ")";
-  switch (wc.status) {
-    case IBV_WC_REM_ACCESS_ERR:
-      // With memory windows, a blade that dies or ends this session revokes
-      // them before its queue pairs go: the requests in flight then meet a
-      // dead key, not a silent peer. Its TCP connection closing tells the
-      // two apart (allow it a moment to arrive).
-      if (connection != nullptr && !connection->window_rkeys.empty() && connection->tcp_fd >= 0) {
-        pollfd pfd{connection->tcp_fd, POLLRDHUP, 0};
-        if (::poll(&pfd, 1, 200) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP)) != 0) {
-          std::string message = "work request to " + where + " failed: " + what;
-          message.append(": the memory blade ended this client's session (its connection closed, and its memory "
-                         "windows went with it)");
-          return Status::PeerFailed(message);
-        }
-      }
-      return Status::RemoteAccess("work request to " + where + " failed: " + what);
-    case IBV_WC_RETRY_EXC_ERR:
-    case IBV_WC_RNR_RETRY_EXC_ERR:
-      return Status::PeerFailed("work request to " + where + " failed: " + what +
-                                ": the memory blade does not answer (dead or unreachable)");
-    case IBV_WC_WR_FLUSH_ERR:
-      return Status::PeerFailed("work request to " + where +
-                                " was flushed: the queue pair broke after an earlier failure");
-    default:
-      return Status::WorkRequestError("work request to " + where + " failed: " + what);
-  }
-}
-
-SMART_COLD void Initiator::Impl::wake_all(ThreadState* ts) {
-  for (size_t task = 1; task < ts->tasks.size(); ++task) {
-    TaskContext* t = ts->tasks[task].get();
-    if (t != nullptr && (t->waiting || t->credit_waiting)) task_hooks::Notify(static_cast<int>(task));
-  }
-}
-
-SMART_COLD void Initiator::Impl::handle_foreign_completion(const ibv_wc& wc) {
-  // A queue pair shared with another thread: credit that thread.
-  const int thread = static_cast<int>((wc.wr_id >> 48) & 0xff);
-  const node_t node = static_cast<node_t>((wc.wr_id >> 32) & 0xffff);
-  const uint32_t count = static_cast<uint32_t>(wc.wr_id);
-  std::lock_guard<std::mutex> lock(mutex);
-  ThreadState* owner = states[thread].get();
-  if (owner == nullptr || node >= owner->lanes.size()) return;
-  owner->lanes[node].acked.fetch_add(count, std::memory_order_relaxed);
-  owner->inflight.fetch_sub(static_cast<int>(count), std::memory_order_relaxed);
-  owner->completed.fetch_add(count, std::memory_order_relaxed);
-  if (wc.status != IBV_WC_SUCCESS) {
-    std::lock_guard<std::mutex> failure_lock(owner->foreign_mutex);
-    owner->foreign_failures.emplace_back(node, failure_status(wc, owner->lanes[node].connection));
-  }
-  owner->remote_progress.store(true, std::memory_order_release);
-}
-
-SMART_COLD void Initiator::Impl::handle_failed_completion(ThreadState* ts, Lane& lane, const ibv_wc& wc, int task) {
-  Status failure = failure_status(wc, lane.connection);
-  // Keep the root cause: a flush only stands in until the error behind it.
-  if (lane.failure.ok() || (lane.failure_is_flush && wc.status != IBV_WC_WR_FLUSH_ERR)) {
-    lane.failure = failure;
-    lane.failure_is_flush = wc.status == IBV_WC_WR_FLUSH_ERR;
-  }
-  // The task gets the root cause when the lane knows it: a flushed request
-  // only says that an earlier one broke the queue pair.
-  TaskContext* t = task < static_cast<int>(ts->tasks.size()) ? ts->tasks[task].get() : nullptr;
-  if (t != nullptr && t->error.ok()) t->error = lane.failure;
-  wake_all(ts);
 }
 
 SMART_HOT_INLINE void Initiator::Impl::handle_completion(ThreadState* ts, const ibv_wc& wc) {
@@ -588,18 +370,6 @@ SMART_HOT_INLINE void Initiator::Impl::handle_completion(ThreadState* ts, const 
     TaskContext* t = ts->tasks[task].get();
     if (t != nullptr && t->waiting && Satisfied(ts, t)) task_hooks::Notify(task);
   }
-}
-
-SMART_COLD void Initiator::Impl::drain_foreign(ThreadState* ts) {
-  std::vector<std::pair<node_t, Status>> failures;
-  {
-    std::lock_guard<std::mutex> lock(ts->foreign_mutex);
-    failures.swap(ts->foreign_failures);
-  }
-  for (auto& f : failures) {
-    if (ts->lanes[f.first].failure.ok()) ts->lanes[f.first].failure = f.second;
-  }
-  wake_all(ts);
 }
 
 SMART_COLD static void ReportPollError(int n) {

@@ -21,6 +21,11 @@
 
 namespace smart {
 
+// The initiator's data-path files: forced inline (a hot path whose only
+// caller is in the same file) and out of line on the cold side.
+#define SMART_HOT_INLINE [[gnu::always_inline]] inline
+#define SMART_COLD [[gnu::noinline, gnu::cold]]
+
 // wr_id: task (8 bits) | thread (8) | memory node (16) | requests this
 // completion acknowledges (32; 0 on unsignaled requests).
 inline uint64_t EncodeWrId(int task, int thread, int node, uint32_t count) {

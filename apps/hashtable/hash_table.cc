@@ -104,31 +104,23 @@ Status HashTable::search(std::string_view key, std::string* value) {
   return ops.search(si, *shards_[si], key, h, value);
 }
 
-Status HashTable::insert(std::string_view key, std::string_view value) {
+Status HashTable::write(std::string_view key, std::string_view value, WriteKind kind) {
   int si;
   const KeyHash h = HashKeyAndShard(key, shards(), &si);
   ThreadContext& tc = context();
   if (!tc.cache.empty()) __builtin_prefetch(&tc.cache[h.primary & tc.cache_mask]);
   Ops ops(initiator_, options_, tc);
-  return ops.write(si, *shards_[si], key, h, value, WriteKind::kUpsert);
+  return ops.write(si, *shards_[si], key, h, value, kind);
 }
 
-Status HashTable::load(std::string_view key, std::string_view value) {
-  int si;
-  const KeyHash h = HashKeyAndShard(key, shards(), &si);
-  ThreadContext& tc = context();
-  if (!tc.cache.empty()) __builtin_prefetch(&tc.cache[h.primary & tc.cache_mask]);
-  Ops ops(initiator_, options_, tc);
-  return ops.write(si, *shards_[si], key, h, value, WriteKind::kLoad);
+Status HashTable::insert(std::string_view key, std::string_view value) {
+  return write(key, value, WriteKind::kUpsert);
 }
+
+Status HashTable::load(std::string_view key, std::string_view value) { return write(key, value, WriteKind::kLoad); }
 
 Status HashTable::update(std::string_view key, std::string_view value) {
-  int si;
-  const KeyHash h = HashKeyAndShard(key, shards(), &si);
-  ThreadContext& tc = context();
-  if (!tc.cache.empty()) __builtin_prefetch(&tc.cache[h.primary & tc.cache_mask]);
-  Ops ops(initiator_, options_, tc);
-  return ops.write(si, *shards_[si], key, h, value, WriteKind::kUpdate);
+  return write(key, value, WriteKind::kUpdate);
 }
 
 Status HashTable::read_modify_write(std::string_view key, const std::function<void(std::string*)>& modify) {

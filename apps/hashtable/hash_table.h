@@ -85,6 +85,8 @@ struct TableStats {
   uint64_t remote_bytes_allocated = 0;  // block memory taken from the blades
 };
 
+enum class WriteKind : uint8_t;  // table_internal.h
+
 class HashTable {
  public:
   // Opens the table on memory nodes 0 .. shards-1 of `initiator` (already
@@ -132,6 +134,8 @@ class HashTable {
 
  private:
   ThreadContext& context();
+  // insert, load and update: the write of `key` as `kind` says.
+  Status write(std::string_view key, std::string_view value, WriteKind kind);
   ThreadContext& context_slow();
 
   Initiator& initiator_;

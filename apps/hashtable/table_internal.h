@@ -115,7 +115,7 @@ struct View {
 // What Ops::write does when the key is absent (kUpdate: NotFound) and
 // after it claims a slot (kUpsert: removes the copies a racing insert of
 // the key left; kLoad: none can exist).
-enum class WriteKind { kUpdate, kUpsert, kLoad };
+enum class WriteKind : uint8_t { kUpdate, kUpsert, kLoad };
 
 enum class ViewUse {
   // Reads the value: a copy found is valid however the bucket was read, but

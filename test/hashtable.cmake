@@ -4,6 +4,7 @@ add_executable(hashtable_unit_tests
   unit/hashtable_directory_test.cc
   unit/hashtable_failure_test.cc
   unit/hashtable_layout_test.cc
+  unit/hashtable_load_test.cc
   unit/hashtable_race_test.cc
   unit/hashtable_table_test.cc
   unit/hashtable_torn_view_test.cc

@@ -41,7 +41,7 @@ HT_LINE = re.compile(r"^(HashTable|BPlusTree): workload = (?P<workload>[\w-]+), 
                      r"P50 latency = (?P<p50>[0-9.]+) us, P99 latency = (?P<p99>[0-9.]+) us, "
                      r"retries per op = (?P<retries>[0-9.]+)(, round trips per op = (?P<rt>[0-9.]+))?, "
                      r"succeeded = (?P<succeeded>\d+), not found = (?P<not_found>\d+), failed = (?P<failed>\d+)", re.M)
-LOAD_LINE = re.compile(r"loaded \d+ keys in [0-9.]+ s \((?P<load>[0-9.]+) M inserts/s\)")
+LOAD_LINE = re.compile(r"loaded \d+ keys in [0-9.]+ s \((?P<load>[0-9.]+) M inserts/s")
 DTX_LINE = re.compile(r"^dtx-\w+: .*committed txn = (?P<committed>[0-9.]+) M/s, P50 latency = (?P<p50>[0-9.]+) us, "
                       r"P99 latency = (?P<p99>[0-9.]+) us, abort rate = (?P<abort>[0-9.]+), "
                       r"RDMA ops per txn = (?P<ops>[0-9.]+), .*failed = (?P<failed>\d+)", re.M)

@@ -119,6 +119,33 @@ Status HashTable::insert(std::string_view key, std::string_view value) {
 
 Status HashTable::load(std::string_view key, std::string_view value) { return write(key, value, WriteKind::kLoad); }
 
+Status HashTable::load_batch(const std::string_view* keys, const std::string_view* values, size_t count) {
+  // Grouped by shard (stable: a key given twice keeps its order).
+  struct Entry {
+    int si;
+    Ops::LoadItem item;
+  };
+  std::vector<Entry> entries(count);
+  for (size_t i = 0; i < count; ++i) {
+    entries[i].item.key = keys[i];
+    entries[i].item.value = values[i];
+    entries[i].item.h = HashKeyAndShard(keys[i], shards(), &entries[i].si);
+  }
+  if (shards() > 1) {
+    std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.si < b.si; });
+  }
+  Ops ops(initiator_, options_, context());
+  Ops::LoadItem items[kLoadBatchKeys];
+  for (size_t i = 0; i < count;) {
+    const int si = entries[i].si;
+    int n = 0;
+    for (; i < count && entries[i].si == si && n < kLoadBatchKeys; ++i) items[n++] = entries[i].item;
+    Status s = ops.load_batch(si, *shards_[si], items, n);
+    if (!s.ok()) return s;
+  }
+  return Status::OK();
+}
+
 Status HashTable::update(std::string_view key, std::string_view value) {
   return write(key, value, WriteKind::kUpdate);
 }
@@ -188,6 +215,7 @@ TableStats HashTable::stats() const {
     total.torn_buckets += s.torn_buckets;
     total.cas_failures += s.cas_failures;
     total.writes_superseded += s.writes_superseded;
+    total.loads_batched += s.loads_batched;
     total.duplicates_removed += s.duplicates_removed;
     total.splits += s.splits;
     total.splits_recovered += s.splits_recovered;

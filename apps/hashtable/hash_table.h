@@ -75,6 +75,7 @@ struct TableStats {
   uint64_t writes_superseded = 0;  // of those, writes done because another write of the key replaced what they read
   uint64_t duplicates_removed = 0; // copies of a key cleared after racing inserts
   uint64_t splits = 0;             // subtables this client split
+  uint64_t loads_batched = 0;      // keys load_batch settled with shared round trips
   uint64_t splits_recovered = 0;   // half-done splits of dead clients finished
   uint64_t splits_abandoned = 0;   // own splits taken over by another client (this one was too slow)
   uint64_t directory_moves = 0;    // directories this client moved to a larger array
@@ -105,6 +106,12 @@ class HashTable {
   // and the search for one after the slot is claimed (a round trip) is
   // skipped. Breaking the promise can leave a key with two copies.
   Status load(std::string_view key, std::string_view value);
+  // load() of `count` keys, sharing round trips: their blocks go out in one
+  // write, their bucket reads and slot CASes each behind one doorbell (per
+  // shard, kLoadBatchKeys = 8 keys at a time). Same promise as load(); a
+  // key given twice gets the later value. On an error some keys may be
+  // loaded and others not; loading them again is harmless.
+  Status load_batch(const std::string_view* keys, const std::string_view* values, size_t count);
   Status update(std::string_view key, std::string_view value);
   Status read_modify_write(std::string_view key, const std::function<void(std::string*)>& modify);
   Status remove(std::string_view key);

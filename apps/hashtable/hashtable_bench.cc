@@ -72,8 +72,10 @@ int Run(const YcsbOptions& o, const DataStructureConfig& config, SmartConfig sma
     load_options.sole_loader = o.sole_loader || blade != nullptr;
     const double seconds = YcsbLoad(store, load_options);
     if (verbose) {
-      SMART_INFO("hashtable_bench: loaded %" PRIu64 " keys in %.2f s (%s M inserts/s)", o.max_key, seconds,
-                 FormatSignificant(static_cast<double>(o.max_key) / seconds / 1e6).c_str());
+      SMART_INFO("hashtable_bench: loaded %" PRIu64 " keys in %.2f s (%s M inserts/s; %" PRIu64
+                 " settled in shared round trips)",
+                 o.max_key, seconds, FormatSignificant(static_cast<double>(o.max_key) / seconds / 1e6).c_str(),
+                 table.stats().loads_batched);
       if (blade) {
         SMART_INFO("hashtable_bench: memory blade holds %.1f MiB (resident)",
                    static_cast<double>(blade->target().resident_bytes()) / (1 << 20));
@@ -141,6 +143,7 @@ int main(int argc, char** argv) {
   uint64_t max_key = 0;
   int key_length = 0, value_length = 0;
   bool no_load = false, quiet = false, verify = false, sole_loader = false;
+  int load_batch = 8;
   std::string sync;
   double sync_timeout = 600;
   uint64_t idle_us = 0;
@@ -158,6 +161,9 @@ int main(int argc, char** argv) {
   app.add_flag("--sole-loader", sole_loader,
                "no other client loads keys at the same time: each insert of the load skips the search for a copy "
                "left by a racing insert of the same key (a round trip); on with the embedded memory blade");
+  app.add_option("--load-batch", load_batch,
+                 "keys a sole loader's coroutine loads together, sharing round trips (1..64, default 8; 1: one by one)")
+      ->check(CLI::Range(1, 64));
   app.add_option("--idle-us", idle_us,
                  "microseconds each coroutine idles after each operation, to lower the load (default: IDLE_USEC, else 0)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{10000000}));
@@ -188,6 +194,7 @@ int main(int argc, char** argv) {
     o.load = config.insert_before_execution && !no_load;
     o.verify = verify;
     o.sole_loader = sole_loader;
+    o.load_batch = load_batch;
     o.threads = threads;
     o.coros = coros;
     o.progress = !quiet;

@@ -13,6 +13,9 @@ class HashTableStore : public KvStore {
   Status search(std::string_view key, std::string* value) override { return table_.search(key, value); }
   Status insert(std::string_view key, std::string_view value) override { return table_.insert(key, value); }
   Status load(std::string_view key, std::string_view value) override { return table_.load(key, value); }
+  Status load_batch(const std::string_view* keys, const std::string_view* values, size_t count) override {
+    return table_.load_batch(keys, values, count);
+  }
   Status update(std::string_view key, std::string_view value) override { return table_.update(key, value); }
   Status read_modify_write(std::string_view key, const std::function<void(std::string*)>& modify) override {
     return table_.read_modify_write(key, modify);

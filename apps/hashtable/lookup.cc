@@ -10,26 +10,26 @@
 
 namespace smart::hashtable {
 
-Status Ops::read_candidates(int si, const Shard& sh, const KeyHash& h, TaskBuffers& tb, View* v,
-                            bool* stale) {
+Status Ops::queue_candidates(int si, const Shard& sh, const KeyHash& h, char* buckets, View* v, Option option) {
   Status s = dir_entry(si, sh, h.dir_bits(), &v->dir_entry);
   if (!s.ok()) return s;
   const uint64_t sub = DirEntryOffset(v->dir_entry);
   BucketIndices(h, sh.groups, &v->first_index, &v->second_index);
   v->pair_offset[0] = sub + BucketPairOffset(v->first_index);
   v->pair_offset[1] = sub + BucketPairOffset(v->second_index);
-  s = in_.read(tb.buckets, GlobalAddress(sh.node, v->pair_offset[0]), kBucketPairSize, Option::kNone);
+  v->words = reinterpret_cast<const uint64_t*>(buckets);
+  s = in_.read(buckets, GlobalAddress(sh.node, v->pair_offset[0]), kBucketPairSize, Option::kNone);
   if (!s.ok()) return s;
-  s = in_.read(tb.buckets + kBucketPairSize, GlobalAddress(sh.node, v->pair_offset[1]), kBucketPairSize,
-               Option::kSync);
-  if (!s.ok()) return s;
-  v->words = reinterpret_cast<const uint64_t*>(tb.buckets);
+  return in_.read(buckets + kBucketPairSize, GlobalAddress(sh.node, v->pair_offset[1]), kBucketPairSize, option);
+}
+
+bool IndexCandidates(const KeyHash& h, View* v) {
   // Search order: main 0, main 1, overflow 0, overflow 1; a bucket shared
   // by both pairs is listed once.
   const int main0 = MainBucketInPair(v->first_index), main1 = MainBucketInPair(v->second_index);
   const int order[kCandidateBuckets][2] = {{0, main0}, {1, main1}, {0, 1 - main0}, {1, 1 - main1}};
   v->count = 0;
-  *stale = false;
+  bool stale = false;
   for (const auto& o : order) {
     const uint64_t offset = v->pair_offset[o[0]] + kBucketSize * static_cast<uint64_t>(o[1]);
     bool seen = false;
@@ -37,9 +37,43 @@ Status Ops::read_candidates(int si, const Shard& sh, const KeyHash& h, TaskBuffe
     if (seen) continue;
     v->bucket_offset[v->count] = offset;
     v->word_base[v->count] = o[0] * 16 + o[1] * 8;
-    if (!HeaderAccepts(v->header(v->count), h.dir_bits())) *stale = true;
+    if (!HeaderAccepts(v->header(v->count), h.dir_bits())) stale = true;
     ++v->count;
   }
+  return stale;
+}
+
+SlotChoice ChooseEmptySlot(const View& v) {
+  SlotChoice c;
+  int first_empty[kCandidateBuckets];
+  for (int b = 0; b < v.count; ++b) {
+    first_empty[b] = -1;
+    for (int j = 0; j < kSlotsPerBucket; ++j) {
+      const uint64_t slot = v.slot(b, j);
+      if (SlotFrozen(slot)) c.frozen = true;
+      if (SlotEmpty(slot) && !SlotFrozen(slot)) {
+        if (first_empty[b] < 0) first_empty[b] = j;
+        ++c.empties[b];
+      }
+    }
+  }
+  if (c.frozen) return c;
+  const int mains = std::min(v.count, 2);
+  for (int pass = 0; pass < 2 && c.bucket < 0; ++pass) {
+    const int from = pass == 0 ? 0 : mains, to = pass == 0 ? mains : v.count;
+    for (int b = from; b < to; ++b) {
+      if (c.empties[b] > 0 && (c.bucket < 0 || c.empties[b] > c.empties[c.bucket])) c.bucket = b;
+    }
+  }
+  if (c.bucket >= 0) c.slot = first_empty[c.bucket];
+  return c;
+}
+
+Status Ops::read_candidates(int si, const Shard& sh, const KeyHash& h, TaskBuffers& tb, View* v,
+                            bool* stale) {
+  Status s = queue_candidates(si, sh, h, tb.buckets, v, Option::kSync);
+  if (!s.ok()) return s;
+  *stale = IndexCandidates(h, v);
   return Status::OK();
 }
 
@@ -70,12 +104,10 @@ Status Ops::find_key(const Shard& sh, std::string_view key, const KeyHash& h, co
   };
   Candidate c[kCandidateBuckets * kSlotsPerBucket];
   int n = 0;
-  const uint8_t fp = h.fingerprint();
-  const uint64_t dir_bits = h.dir_bits() & kSlotDirMask;
   for (int b = 0; b < v.count; ++b) {
     for (int j = 0; j < kSlotsPerBucket; ++j) {
       const uint64_t slot = v.slot(b, j);
-      if (SlotEmpty(slot) || SlotFingerprint(slot) != fp || SlotDirBits(slot) != dir_bits) continue;
+      if (!SlotMayName(slot, h)) continue;
       if (SlotBlockLength(slot) == 0) {
         // A slot that names a block of no units is corrupt: nothing to read.
         r->retry = true;

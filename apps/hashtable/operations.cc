@@ -181,35 +181,14 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
       return NotFoundStatus();
     }
     // Absent: claim an empty slot, main buckets first (the emptier one).
-    int best_bucket = -1, best_slot = -1;
-    bool frozen = false;
-    int empties[kCandidateBuckets] = {};
-    int first_empty[kCandidateBuckets];
-    for (int b = 0; b < v.count; ++b) {
-      first_empty[b] = -1;
-      for (int j = 0; j < kSlotsPerBucket; ++j) {
-        const uint64_t slot = v.slot(b, j);
-        if (SlotFrozen(slot)) frozen = true;
-        if (SlotEmpty(slot) && !SlotFrozen(slot)) {
-          if (first_empty[b] < 0) first_empty[b] = j;
-          ++empties[b];
-        }
-      }
-    }
-    if (frozen) {
+    const SlotChoice choice = ChooseEmptySlot(v);
+    if (choice.frozen) {
       bound.why = "the key's slots stay frozen by a split";
       // A split is moving these buckets.
       g.retry_task();
       continue;
     }
-    const int mains = std::min(v.count, 2);
-    for (int pass = 0; pass < 2 && best_bucket < 0; ++pass) {
-      const int from = pass == 0 ? 0 : mains, to = pass == 0 ? mains : v.count;
-      for (int b = from; b < to; ++b) {
-        if (empties[b] > 0 && (best_bucket < 0 || empties[b] > empties[best_bucket])) best_bucket = b;
-      }
-    }
-    if (best_bucket < 0) {
+    if (choice.bucket < 0) {
       bool busy = false;
       s = split(si, sh, h, DirEntryOffset(v.dir_entry), &busy);
       if (!s.ok()) {
@@ -219,7 +198,7 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
       if (busy) g.retry_task();
       continue;
     }
-    best_slot = first_empty[best_bucket];
+    int best_bucket = choice.bucket, best_slot = choice.slot;
     if (__builtin_expect(options_.spread_inserts_for_tests, 0)) {
       // Tests: each task picks its own candidate bucket (of those with
       // room) and empty slot, so that racing inserts of one key land in
@@ -228,10 +207,10 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
       int with_room[kCandidateBuckets];
       int rooms = 0;
       for (int b = 0; b < v.count; ++b) {
-        if (empties[b] > 0) with_room[rooms++] = b;
+        if (choice.empties[b] > 0) with_room[rooms++] = b;
       }
       best_bucket = with_room[pick % rooms];
-      int skip = (pick / rooms) % empties[best_bucket];
+      int skip = (pick / rooms) % choice.empties[best_bucket];
       for (int j = 0; j < kSlotsPerBucket; ++j) {
         const uint64_t slot = v.slot(best_bucket, j);
         if (!SlotEmpty(slot) || SlotFrozen(slot) || skip-- > 0) continue;

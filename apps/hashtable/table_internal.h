@@ -6,6 +6,7 @@
 //   lookup.cc      candidate bucket reads, finding a key's copies,
 //                  the speculative-lookup cache
 //   operations.cc  search, insert/update, remove, read-modify-write
+//   load_batch.cc  loading several keys with shared round trips
 //   split.cc       growth: splitting a full subtable, finishing a split a
 //                  dead client left half done
 //   stalls.cc      bounding the retries of an operation that cannot progress
@@ -76,7 +77,14 @@ struct TaskBuffers {
   char* blocks = nullptr;     // kBlockAreaSize
   char* new_block = nullptr;  // kMaxBlockBytes
   uint64_t* words = nullptr;  // 16 words for CAS results and slot reads
+  char* load_area = nullptr;  // kLoadAreaSize, on the task's first load_batch
 };
+
+// Keys one Ops::load_batch round handles, and the task's area for them:
+// their blocks (kLoadBlockBytes), their candidate buckets, CAS results.
+constexpr int kLoadBatchKeys = 8;
+constexpr size_t kLoadBlockBytes = 8192;
+constexpr size_t kLoadAreaSize = kLoadBlockBytes + kLoadBatchKeys * (2 * kBucketPairSize + 8);
 
 struct CacheEntry {
   uint64_t hash = 0;
@@ -109,6 +117,25 @@ struct View {
     return false;
   }
 };
+
+// Lists the candidate buckets of a view whose pairs were read (by
+// Ops::queue_candidates); true when a bucket header rejects the key.
+bool IndexCandidates(const KeyHash& h, View* v);
+
+// Where an insert claims a slot in a view: the first empty slot of the
+// emptier main bucket, else of the emptier overflow bucket.
+struct SlotChoice {
+  bool frozen = false;         // a split is moving these buckets: no choice
+  int bucket = -1, slot = -1;  // -1: every candidate bucket is full
+  int empties[kCandidateBuckets] = {};
+};
+SlotChoice ChooseEmptySlot(const View& v);
+
+// A slot that may name a block of the key: only reading the block tells.
+inline bool SlotMayName(uint64_t slot, const KeyHash& h) {
+  return !SlotEmpty(slot) && SlotFingerprint(slot) == h.fingerprint() &&
+         SlotDirBits(slot) == (h.dir_bits() & kSlotDirMask);
+}
 
 // What the caller of Ops::locate does with the view, and so which part of it
 // must agree with its bucket headers (SlotAgreesWithHeader).
@@ -210,6 +237,11 @@ class Ops {
 
   // ---- lookup (lookup.cc) ----
 
+  // Queues the reads of the key's two candidate bucket pairs into `buckets`
+  // (2 * kBucketPairSize), the second with `option`, and sets the view's
+  // directory entry and pair offsets; IndexCandidates does the rest once
+  // they are read.
+  Status queue_candidates(int si, const Shard& sh, const KeyHash& h, char* buckets, View* v, Option option);
   // Reads the key's candidate buckets (with whatever the task queued before,
   // in the same doorbell). *stale: a bucket header rejects the key.
   Status read_candidates(int si, const Shard& sh, const KeyHash& h, TaskBuffers& tb, View* v, bool* stale);
@@ -258,6 +290,19 @@ class Ops {
   // races: HashTable::load) of `key`.
   Status write(int si, const Shard& sh, std::string_view key, const KeyHash& h, std::string_view value,
                WriteKind kind);
+  // ---- loading (load_batch.cc) ----
+
+  // Loads up to kLoadBatchKeys distinct keys (HashTable::load for each)
+  // with one write for their blocks, one doorbell for their bucket reads and
+  // one for their slot CASes; a key the shared round trips cannot settle
+  // (a fingerprint match, a split, a lost CAS, a block too big for the
+  // area) goes through write() on its own.
+  struct LoadItem {
+    std::string_view key, value;
+    KeyHash h;
+  };
+  Status load_batch(int si, const Shard& sh, const LoadItem* items, int count);
+
   // After a write's slot CAS lost (found: the slot's value now): *done when
   // another client's write of the key superseded this one.
   Status superseded(const Shard& sh, std::string_view key, uint64_t expected, uint64_t found, TaskBuffers& tb,

@@ -32,6 +32,17 @@ class KvStore {
   /// may skip what an insert does against a racing insert of the same key;
   /// the default is insert().
   virtual Status load(std::string_view key, std::string_view value) { return insert(key, value); }
+  /// load() of `count` keys. A store that can share work between them (one
+  /// write for their blocks, one doorbell for their reads) overrides it; the
+  /// default loads them one by one. On an error some keys may be loaded and
+  /// others not; loading them again is harmless.
+  virtual Status load_batch(const std::string_view* keys, const std::string_view* values, size_t count) {
+    for (size_t i = 0; i < count; ++i) {
+      Status s = load(keys[i], values[i]);
+      if (!s.ok()) return s;
+    }
+    return Status::OK();
+  }
   /// Replaces the value of an existing key; kNotFound otherwise.
   virtual Status update(std::string_view key, std::string_view value) = 0;
   /// Reads the value of an existing key, applies `modify`, writes the result; kNotFound for an absent key.

@@ -63,7 +63,7 @@ JSON
 
 step hashtable_bench t_hashtable_tail
 
-load=$(sed -n 's/.*loaded [0-9]* keys in [0-9.]* s (\([0-9.]*\) M inserts\/s).*/\1/p' "$LOG_DIR/ycsb-c.log" 2>/dev/null | head -n 1)
+load=$(sed -n 's/.*loaded [0-9]* keys in [0-9.]* s (\([0-9.]*\) M inserts\/s.*/\1/p' "$LOG_DIR/ycsb-c.log" 2>/dev/null | head -n 1)
 echo
 echo "hashtable_tail: rxe0, hashtable_bench 2 8, $KEYS keys, ${SECONDS_PER_RUN} s per workload, SMART_OPTS=${SMART_OPTS:-(all)}"
 printf '%-8s %12s %10s %10s %9s\n' workload "M ops/s" "P50 us" "P99 us" "P99/P50"

@@ -38,6 +38,18 @@ class MapStore : public KvStore {
     }
     return insert(key, value);
   }
+  Status load_batch(const std::string_view* keys, const std::string_view* values, size_t count) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++batches_[count];
+    }
+    return KvStore::load_batch(keys, values, count);
+  }
+  // Calls of load_batch by their key count.
+  std::map<size_t, int> batches() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return batches_;
+  }
   Status update(std::string_view key, std::string_view value) override {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = map_.find(std::string(key));
@@ -88,6 +100,7 @@ class MapStore : public KvStore {
   std::mutex mutex_;
   std::map<std::string, std::string> map_;
   std::map<std::string, int> loaded_;
+  std::map<size_t, int> batches_;
   uint64_t calls_ = 0;
   uint64_t scanned_ = 0;
 };
@@ -134,6 +147,49 @@ TEST(YcsbDriver, ASoleLoaderGivesEachKeyToLoadOnce) {
   const std::map<std::string, int> loaded = sole.loaded();
   EXPECT_EQ(loaded.size(), 1000u);
   for (const auto& [key, times] : loaded) EXPECT_EQ(times, 1) << key;
+}
+
+// A sole loader's task hands its keys over in batches of load_batch (the
+// last one shorter), each key with its own value: a verified run over the
+// loaded store reads no wrong value. A batch of 1 is load().
+TEST(YcsbDriver, ASoleLoaderLoadsInBatchesEachKeyWithItsValue) {
+  YcsbOptions o = Small("ycsb-c");
+  o.threads = 2;
+  o.coros = 3;
+  o.sole_loader = true;
+  o.verify = true;
+  o.load_batch = 7;
+  MapStore store;
+  YcsbLoad(store, o);
+  EXPECT_EQ(store.size(), 1000u);
+  const std::map<std::string, int> loaded = store.loaded();
+  EXPECT_EQ(loaded.size(), 1000u);
+  for (const auto& [key, times] : loaded) EXPECT_EQ(times, 1) << key;
+  const std::map<size_t, int> batches = store.batches();
+  int calls = 0;
+  size_t keys = 0;
+  for (const auto& [size, n] : batches) {
+    EXPECT_GE(size, 1u);
+    EXPECT_LE(size, 7u);
+    calls += n;
+    keys += size * static_cast<size_t>(n);
+  }
+  EXPECT_EQ(keys, 1000u);
+  // 6 tasks of 166 or 167 keys: 24 batches each, the last one short.
+  EXPECT_EQ(calls, 6 * 24);
+  EXPECT_EQ(batches.count(7) ? batches.at(7) : 0, 6 * 23);
+  const YcsbResult r = YcsbRun(store, o);
+  EXPECT_GT(r.succeeded, 0u);
+  EXPECT_EQ(r.wrong_values, 0u);
+  EXPECT_EQ(r.failed, 0u) << r.first_failure;
+
+  MapStore single;
+  o.load_batch = 1;
+  YcsbLoad(single, o);
+  EXPECT_EQ(single.size(), 1000u);
+  EXPECT_TRUE(single.batches().empty());
+  o.load_batch = 0;
+  EXPECT_THROW(CheckYcsbOptions(o, single), Error);
 }
 
 TEST(YcsbDriver, IdleTimeBoundsTheOperationsOfEachCoroutine) {

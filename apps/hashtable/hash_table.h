@@ -108,10 +108,14 @@ class HashTable {
   Status load(std::string_view key, std::string_view value);
   // load() of `count` keys, sharing round trips: their blocks go out in one
   // write, their bucket reads and slot CASes each behind one doorbell (per
-  // shard, kLoadBatchKeys = 8 keys at a time). Same promise as load(); a
-  // key given twice gets the later value. On an error some keys may be
-  // loaded and others not; loading them again is harmless.
+  // shard, kLoadBatchKeys at a time). Same promise as load(); a key given
+  // twice gets the later value. On an error some keys may be loaded and
+  // others not; loading them again is harmless.
   Status load_batch(const std::string_view* keys, const std::string_view* values, size_t count);
+  // Keys load_batch settles together: the block write and two bucket reads
+  // per key fill one task's batch of requests (kMaxBatchSize), so that they
+  // leave behind one doorbell.
+  static constexpr int kLoadBatchKeys = (kMaxBatchSize - 1) / 2;
   Status update(std::string_view key, std::string_view value);
   Status read_modify_write(std::string_view key, const std::function<void(std::string*)>& modify);
   Status remove(std::string_view key);

@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
   uint64_t max_key = 0;
   int key_length = 0, value_length = 0;
   bool no_load = false, quiet = false, verify = false, sole_loader = false;
-  int load_batch = 8;
+  int load_batch = 0;
   std::string sync;
   double sync_timeout = 600;
   uint64_t idle_us = 0;
@@ -162,7 +162,8 @@ int main(int argc, char** argv) {
                "no other client loads keys at the same time: each insert of the load skips the search for a copy "
                "left by a racing insert of the same key (a round trip); on with the embedded memory blade");
   app.add_option("--load-batch", load_batch,
-                 "keys a sole loader's coroutine loads together, sharing round trips (1..64, default 8; 1: one by one)")
+                 "keys a sole loader's coroutine loads together, sharing round trips (1..64; 1: one by one; default: "
+                 "the table's batch, " + std::to_string(HashTable::kLoadBatchKeys) + ")")
       ->check(CLI::Range(1, 64));
   app.add_option("--idle-us", idle_us,
                  "microseconds each coroutine idles after each operation, to lower the load (default: IDLE_USEC, else 0)")

@@ -16,6 +16,7 @@ class HashTableStore : public KvStore {
   Status load_batch(const std::string_view* keys, const std::string_view* values, size_t count) override {
     return table_.load_batch(keys, values, count);
   }
+  size_t preferred_load_batch() const override { return HashTable::kLoadBatchKeys; }
   Status update(std::string_view key, std::string_view value) override { return table_.update(key, value); }
   Status read_modify_write(std::string_view key, const std::function<void(std::string*)>& modify) override {
     return table_.read_modify_write(key, modify);

@@ -82,7 +82,7 @@ struct TaskBuffers {
 
 // Keys one Ops::load_batch round handles, and the task's area for them:
 // their blocks (kLoadBlockBytes), their candidate buckets, CAS results.
-constexpr int kLoadBatchKeys = 8;
+constexpr int kLoadBatchKeys = HashTable::kLoadBatchKeys;
 constexpr size_t kLoadBlockBytes = 8192;
 constexpr size_t kLoadAreaSize = kLoadBlockBytes + kLoadBatchKeys * (2 * kBucketPairSize + 8);
 

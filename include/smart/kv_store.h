@@ -43,6 +43,9 @@ class KvStore {
     }
     return Status::OK();
   }
+  /// Keys per load_batch call that the store handles best (1: it has no
+  /// batch of its own).
+  virtual size_t preferred_load_batch() const { return 1; }
   /// Replaces the value of an existing key; kNotFound otherwise.
   virtual Status update(std::string_view key, std::string_view value) = 0;
   /// Reads the value of an existing key, applies `modify`, writes the result; kNotFound for an absent key.

@@ -28,8 +28,9 @@ struct YcsbOptions {
   /// which may skip the work against racing inserts of one key.
   bool sole_loader = false;
   /// Keys a sole loader's task hands to KvStore::load_batch at a time
-  /// (1..64; 1: load() one by one). Unused without sole_loader.
-  int load_batch = 8;
+  /// (0..64; 0: the store's KvStore::preferred_load_batch; 1: load() one by
+  /// one). Unused without sole_loader.
+  int load_batch = 0;
   bool verify = false;   ///< values carry their key; reads check it
   int threads = 1;  ///< worker threads
   int coros = 1;  ///< coroutines per thread

@@ -45,6 +45,8 @@ class MapStore : public KvStore {
     }
     return KvStore::load_batch(keys, values, count);
   }
+  size_t preferred_load_batch() const override { return preferred_batch; }
+  size_t preferred_batch = 1;
   // Calls of load_batch by their key count.
   std::map<size_t, int> batches() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -188,8 +190,22 @@ TEST(YcsbDriver, ASoleLoaderLoadsInBatchesEachKeyWithItsValue) {
   YcsbLoad(single, o);
   EXPECT_EQ(single.size(), 1000u);
   EXPECT_TRUE(single.batches().empty());
-  o.load_batch = 0;
+  o.load_batch = 65;
   EXPECT_THROW(CheckYcsbOptions(o, single), Error);
+
+  // 0: the store's own batch; a store without one (1) loads one by one.
+  o.load_batch = 0;
+  MapStore plain;
+  YcsbLoad(plain, o);
+  EXPECT_EQ(plain.size(), 1000u);
+  EXPECT_TRUE(plain.batches().empty());
+  MapStore batching;
+  batching.preferred_batch = 4;
+  YcsbLoad(batching, o);
+  EXPECT_EQ(batching.size(), 1000u);
+  const std::map<size_t, int> fours = batching.batches();
+  ASSERT_FALSE(fours.empty());
+  EXPECT_EQ(fours.rbegin()->first, 4u);
 }
 
 TEST(YcsbDriver, IdleTimeBoundsTheOperationsOfEachCoroutine) {

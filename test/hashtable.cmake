@@ -23,7 +23,7 @@ function(hashtable_integration_test name script)
     TIMEOUT 180
     ENVIRONMENT "SMART_BIN=${CMAKE_BINARY_DIR}/bin;SMART_SOURCE=${PROJECT_SOURCE_DIR}")
 endfunction()
-foreach(name insert update delete torn growth grow_far multishard bench crash bench_args start_group)
+foreach(name insert load update delete torn growth grow_far multishard bench crash bench_args start_group)
   hashtable_integration_test(${name} hashtable_${name}.sh)
 endforeach()
 # The split faults as two tests, kills and stops, so that each stays within

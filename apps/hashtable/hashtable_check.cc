@@ -34,6 +34,7 @@ struct Options {
   int threads = 2;
   int coros = 4;
   uint64_t expected_keys = 10000;
+  int load_batch = 7;
   uint64_t from = 0, to = 0;
   int writer = 0;
   int writers = 1;
@@ -160,6 +161,41 @@ int Insert(Checker& c, const Options& o) {
   });
   recorder.save();
   return c.finish("insert");
+}
+
+// Insert's keys and values through HashTable::load_batch, --load-batch keys
+// a call; a batch's keys are acknowledged together when the call returns.
+// Keys are the worker's own (no other loader of them): the load's promise.
+int Load(Checker& c, const Options& o) {
+  hashtable::WriteRecorder recorder(o.writer, o.logs.empty() ? "" : o.logs.front());
+  c.run([&](int, uint64_t first, uint64_t step) {
+    hashtable::WriterLog log;
+    std::vector<uint64_t> ids;
+    std::vector<std::string> keys, values;
+    std::vector<std::string_view> k, v;
+    for (uint64_t id = first; id < o.to && !c.failed();) {
+      ids.clear();
+      keys.clear();
+      values.clear();
+      for (; id < o.to && ids.size() < static_cast<size_t>(o.load_batch); id += step) {
+        ids.push_back(id);
+        keys.push_back(Key(id));
+        values.push_back(Value(o.writer, id, 0));
+      }
+      k.assign(keys.begin(), keys.end());
+      v.assign(values.begin(), values.end());
+      const uint64_t start = NowNs();
+      Status s = c.table().load_batch(k.data(), v.data(), k.size());
+      if (!s.ok()) {
+        c.fail("load " + keys.front() + " .. " + keys.back() + ": " + s.ToString());
+        break;
+      }
+      for (uint64_t loaded : ids) recorder.acknowledged(&log, loaded, 0, start);
+    }
+    recorder.merge(log);
+  });
+  recorder.save();
+  return c.finish("load");
 }
 
 // Every round writes seq = round to each key of the worker, in order.
@@ -520,6 +556,7 @@ int main(int argc, char** argv) {
   app.add_option("--from", o.from, "first key id");
   app.add_option("--to", o.to, "end of the key range");
   app.add_option("--writer", o.writer, "writer id stored in the values");
+  app.add_option("--load-batch", o.load_batch, "load: keys per load_batch call")->check(CLI::Range(1, 64));
   app.add_option("--writers", o.writers, "number of writers whose values are valid");
   app.add_option("--rounds", o.rounds, "update rounds (largest valid sequence number)");
   app.add_option("--duration", o.duration, "seconds to read");
@@ -540,12 +577,13 @@ int main(int argc, char** argv) {
   app.add_flag("--exact", o.exact, "verify: each value is the one --writer wrote in round --rounds (its acknowledged write)");
   std::map<std::string, std::function<int(Checker&, const Options&)>> commands = {
       {"build", [](Checker& c, const Options&) { return c.finish("build"); }},
-      {"insert", Insert}, {"update", Update}, {"delete", Delete}, {"churn", Churn}, {"verify", Verify},
+      {"insert", Insert}, {"load", Load}, {"update", Update}, {"delete", Delete}, {"churn", Churn}, {"verify", Verify},
       {"read", Read}, {"count", Count}, {"capacity", Capacity}, {"torn", Torn}, {"check-log", CheckLog},
       {"contend", Contend}};
   const std::map<std::string, std::string> what = {
       {"build", "build (or attach to) the table and exit"},
       {"insert", "insert keys --from..--to with writer --writer's values (round 0)"},
+      {"load", "insert's keys and values through load_batch, --load-batch keys a call (no other client may load them)"},
       {"update", "update each key --rounds times (seq = round)"},
       {"delete", "delete each key once"},
       {"churn", "each round, delete or reinsert each key (seq = round)"},

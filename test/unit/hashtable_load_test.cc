@@ -157,6 +157,13 @@ TEST_F(HashTableLoadTest, AKeyGivenTwiceInOneBatchKeepsItsLaterValue) {
   const std::vector<std::string> values = {"a1", "b1", "a2", "c1", "a3", "b2"};
   ASSERT_TRUE(LoadAll(keys, values, keys.size()).ok());
   ExpectLoaded({"a", "b", "c"}, {"a3", "b2", "c1"});
+  // The first "r" has no room left in the batch's block area and goes
+  // alone; the second, small, would fit: it must still go after the first.
+  const std::vector<std::string> big = {"p", "q", "r", "r"};
+  const std::vector<std::string> big_values = {std::string(3500, 'p'), std::string(3500, 'q'),
+                                               std::string(3500, 'r'), "r2"};
+  ASSERT_TRUE(LoadAll(big, big_values, big.size()).ok());
+  ExpectLoaded({"p", "q", "r"}, {big_values[0], big_values[1], "r2"});
 }
 
 // Blocks that do not fit the load area beside the others go alone; a key

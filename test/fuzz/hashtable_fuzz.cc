@@ -1,17 +1,20 @@
 // Fuzz target: SMART-HT's parsers of remote bytes, which any client or a
 // corrupt memory blade may have written: bucket headers and slot words, a
-// key-value block named by a slot, and the directory's depth word. Each
-// must answer within the bytes it was given; a block it accepts holds its
-// key and value inside the block; a depth word it accepts fits the blade.
+// key's candidate buckets as an insert reads them (IndexCandidates,
+// ChooseEmptySlot), a key-value block named by a slot, and the directory's
+// depth word. Each must answer within the bytes it was given; a slot an
+// insert chooses is an empty one of the candidates; a block it accepts holds
+// its key and value inside the block; a depth word it accepts fits the blade.
 //
 // Input: a 128-byte bucket pair, the depth word and a blade capacity (8
-// bytes each), then block bytes.
+// bytes each, also read as a key's hash), then block bytes.
 #include <cstring>
 #include <memory>
 #include <string_view>
 
 #include "fuzz_check.h"
 #include "layout.h"
+#include "table_internal.h"
 
 using namespace smart::hashtable;
 
@@ -33,6 +36,34 @@ void Block(const uint8_t* bytes, size_t length, uint8_t tag) {
   FuzzCheck(key.data() >= block.get() && key.data() + key.size() <= end, "an accepted block's key lies outside it");
   FuzzCheck(value.data() >= block.get() && value.data() + value.size() <= end,
             "an accepted block's value lies outside it");
+}
+
+// The pair read for both of a key's hashes (the same pair twice, or two
+// copies of it at different addresses): the candidates are listed once
+// each, within the words read, and a chosen slot is empty and not frozen.
+void Candidates(const uint8_t* pair, uint64_t primary, uint64_t secondary) {
+  uint64_t words[2 * kBucketPairSize / 8];
+  memcpy(words, pair, kBucketPairSize);
+  memcpy(words + kBucketPairSize / 8, pair, kBucketPairSize);
+  const KeyHash h{primary, secondary};
+  View v;
+  v.words = words;
+  v.first_index = primary >> 32;
+  v.second_index = secondary >> 32;
+  v.pair_offset[0] = 1 << 20;
+  v.pair_offset[1] = (primary & 1) ? v.pair_offset[0] : v.pair_offset[0] + 4096;
+  const bool stale = IndexCandidates(h, &v);
+  FuzzCheck(v.count >= 2 && v.count <= kCandidateBuckets, "a view lists fewer than two or more than four buckets");
+  for (int b = 0; b < v.count; ++b) {
+    FuzzCheck(v.word_base[b] >= 0 && v.word_base[b] + 1 + kSlotsPerBucket <= 32, "a candidate bucket lies outside the words read");
+    for (int c = 0; c < b; ++c) FuzzCheck(v.bucket_offset[c] != v.bucket_offset[b], "a bucket is listed twice");
+  }
+  if (stale || v.torn()) return;
+  const SlotChoice c = ChooseEmptySlot(v);
+  if (c.frozen || c.bucket < 0) return;
+  FuzzCheck(c.bucket < v.count && c.slot >= 0 && c.slot < kSlotsPerBucket, "an insert chose a slot outside the view");
+  const uint64_t slot = v.slot(c.bucket, c.slot);
+  FuzzCheck(SlotEmpty(slot) && !SlotFrozen(slot), "an insert chose a full or frozen slot");
 }
 
 }  // namespace
@@ -58,6 +89,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (length <= rest_size) Block(rest, length, SlotTag(slot));
     }
   }
+  Candidates(data, Word(data + kBucketPairSize), Word(data + kBucketPairSize + 8));
   // The block bytes as they are, whatever length the slots claim.
   Block(rest, rest_size, static_cast<uint8_t>(rest_size > 2 ? rest[2] & 0xf : 0));
 

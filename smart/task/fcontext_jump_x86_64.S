@@ -21,12 +21,9 @@
  * on for it.
  */
     .text
-    .globl  jump_fcontext
-    .type   jump_fcontext, @function
     .globl  smart_task_jump
     .type   smart_task_jump, @function
     .align  16
-jump_fcontext:
 smart_task_jump:
     leaq    -0x38(%rsp), %rsp
     stmxcsr (%rsp)
@@ -54,7 +51,11 @@ smart_task_jump:
     movq    %rsi, %rdx
     movq    %rax, %rdi
     ret
-    .size   jump_fcontext, .-jump_fcontext
     .size   smart_task_jump, .-smart_task_jump
+
+    /* Boost.Context's name for it */
+    .globl  jump_fcontext
+    .type   jump_fcontext, @function
+    .set    jump_fcontext, smart_task_jump
 
     .section .note.GNU-stack, "", %progbits

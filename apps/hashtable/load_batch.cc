@@ -73,8 +73,7 @@ Status Ops::load_batch(int si, const Shard& sh, const LoadItem* items, int count
     Pending& q = p[i];
     for (int k = 0; k < i && !q.alone; ++k) q.alone = items[k].h.primary == it.h.primary && items[k].key == it.key;
     q.units = BlockUnits(it.key.size(), it.value.size());
-    if (q.alone || q.units > static_cast<size_t>(kMaxBlockUnits) || it.key.size() > kMaxKeyLength ||
-        used + q.units * kBlockUnit > kLoadBlockBytes) {
+    if (q.alone || !BlockFits(it.key.size(), q.units) || used + q.units * kBlockUnit > kLoadBlockBytes) {
       q.alone = true;  // write() says what is wrong with a key too big
       continue;
     }
@@ -87,13 +86,7 @@ Status Ops::load_batch(int si, const Shard& sh, const LoadItem* items, int count
     q.at = used;
     EncodeBlock(it.key, it.value, q.tag, q.units, blocks + used);
     used += q.units * kBlockUnit;
-    SlotFields f;
-    f.fingerprint = it.h.fingerprint();
-    f.units = static_cast<uint8_t>(q.units);
-    f.tag = q.tag;
-    f.dir_bits = static_cast<uint16_t>(it.h.dir_bits() & kSlotDirMask);
-    f.block_offset = q.offset;
-    q.new_slot = EncodeSlot(f);
+    q.new_slot = NewSlot(it.h, q.units, q.tag, q.offset);
   }
 
   // One write per run of blocks adjacent on the blade, then every key's

@@ -83,7 +83,7 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
   Status s = task_buffers(&tb);
   if (!s.ok()) return s;
   const size_t units = BlockUnits(key.size(), value.size());
-  if (units > static_cast<size_t>(kMaxBlockUnits) || key.size() > kMaxKeyLength) {
+  if (!BlockFits(key.size(), units)) {
     return Status::InvalidArgument("hash table: key and value of " + std::to_string(key.size()) + " and " +
                                    std::to_string(value.size()) + " bytes do not fit in a block (4032 bytes)");
   }
@@ -93,13 +93,7 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
   s = alloc_block(sh, units, &offset, &tag);
   if (!s.ok()) return s;
   EncodeBlock(key, value, tag, units, tb->new_block);
-  SlotFields f;
-  f.fingerprint = h.fingerprint();
-  f.units = static_cast<uint8_t>(units);
-  f.tag = tag;
-  f.dir_bits = static_cast<uint16_t>(h.dir_bits() & kSlotDirMask);
-  f.block_offset = offset;
-  const uint64_t new_slot = EncodeSlot(f);
+  const uint64_t new_slot = NewSlot(h, units, tag, offset);
   // The block write rides in the doorbell of the next read.
   s = in_.write(tb->new_block, GlobalAddress(sh.node, offset), units * kBlockUnit, Option::kNone);
   if (!s.ok()) return s;
@@ -435,13 +429,7 @@ Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, con
       have_block = true;
     }
     EncodeBlock(key, value, tag, units, tb->new_block);
-    SlotFields f;
-    f.fingerprint = h.fingerprint();
-    f.units = static_cast<uint8_t>(units);
-    f.tag = tag;
-    f.dir_bits = static_cast<uint16_t>(h.dir_bits() & kSlotDirMask);
-    f.block_offset = offset;
-    const uint64_t desired = SlotWithParity(EncodeSlot(f), HeaderDepth(v.header(r.first.bucket)));
+    const uint64_t desired = SlotWithParity(NewSlot(h, units, tag, offset), HeaderDepth(v.header(r.first.bucket)));
     const GlobalAddress slot(sh.node, r.first.slot_offset);
     // The block write and the CAS share a doorbell; the queue pair
     // executes them in order.

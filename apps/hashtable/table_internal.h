@@ -131,6 +131,22 @@ struct SlotChoice {
 };
 SlotChoice ChooseEmptySlot(const View& v);
 
+// A key and value fit in one block (else a write of them is refused).
+inline bool BlockFits(size_t key_length, size_t units) {
+  return units <= static_cast<size_t>(kMaxBlockUnits) && key_length <= kMaxKeyLength;
+}
+
+// The slot word that publishes the key's new block of `units` at `offset`.
+inline uint64_t NewSlot(const KeyHash& h, size_t units, uint8_t tag, uint64_t offset) {
+  SlotFields f;
+  f.fingerprint = h.fingerprint();
+  f.units = static_cast<uint8_t>(units);
+  f.tag = tag;
+  f.dir_bits = static_cast<uint16_t>(h.dir_bits() & kSlotDirMask);
+  f.block_offset = offset;
+  return EncodeSlot(f);
+}
+
 // A slot that may name a block of the key: only reading the block tells.
 inline bool SlotMayName(uint64_t slot, const KeyHash& h) {
   return !SlotEmpty(slot) && SlotFingerprint(slot) == h.fingerprint() &&

@@ -8,29 +8,45 @@
 
 namespace smart::hashtable::check {
 
-int Insert(Checker& c, const Options& o) {
+namespace {
+
+// A worker of a writing command: its key ids are first, first + step, ...
+// below --to; it records in `log` (through `recorder`) each operation it
+// was told succeeded.
+using WriterWork = std::function<void(hashtable::WriteRecorder& recorder, hashtable::WriterLog& log,
+                                      uint64_t first, uint64_t step)>;
+
+// Runs `work` on every worker, merges the workers' logs into the one this
+// writer saves (--log), and ends with the command's summary.
+int RunWriters(Checker& c, const Options& o, const std::string& what, const WriterWork& work) {
   hashtable::WriteRecorder recorder(o.writer, o.logs.empty() ? "" : o.logs.front());
   c.run([&](int, uint64_t first, uint64_t step) {
     hashtable::WriterLog log;
+    work(recorder, log, first, step);
+    recorder.merge(log);
+  });
+  recorder.save();
+  return c.finish(what);
+}
+
+}  // namespace
+
+int Insert(Checker& c, const Options& o) {
+  return RunWriters(c, o, "insert", [&](WriteRecorder& recorder, WriterLog& log, uint64_t first, uint64_t step) {
     for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
       const uint64_t start = NowNs();
       Status s = c.table().insert(Key(id), Value(o.writer, id, 0));
       if (s.ok()) recorder.acknowledged(&log, id, 0, start);
       if (!s.ok()) c.fail("insert " + Key(id) + ": " + s.ToString());
     }
-    recorder.merge(log);
   });
-  recorder.save();
-  return c.finish("insert");
 }
 
 // Insert's keys and values through HashTable::load_batch, --load-batch keys
 // a call; a batch's keys are acknowledged together when the call returns.
 // Keys are the worker's own (no other loader of them): the load's promise.
 int Load(Checker& c, const Options& o) {
-  hashtable::WriteRecorder recorder(o.writer, o.logs.empty() ? "" : o.logs.front());
-  c.run([&](int, uint64_t first, uint64_t step) {
-    hashtable::WriterLog log;
+  return RunWriters(c, o, "load", [&](WriteRecorder& recorder, WriterLog& log, uint64_t first, uint64_t step) {
     std::vector<uint64_t> ids;
     std::vector<std::string> keys, values;
     std::vector<std::string_view> k, v;
@@ -53,17 +69,12 @@ int Load(Checker& c, const Options& o) {
       }
       for (uint64_t loaded : ids) recorder.acknowledged(&log, loaded, 0, start);
     }
-    recorder.merge(log);
   });
-  recorder.save();
-  return c.finish("load");
 }
 
 // Every round writes seq = round to each key of the worker, in order.
 int Update(Checker& c, const Options& o) {
-  hashtable::WriteRecorder recorder(o.writer, o.logs.empty() ? "" : o.logs.front());
-  c.run([&](int, uint64_t first, uint64_t step) {
-    hashtable::WriterLog log;
+  return RunWriters(c, o, "update", [&](WriteRecorder& recorder, WriterLog& log, uint64_t first, uint64_t step) {
     for (int round = 1; round <= o.rounds && !c.failed(); ++round) {
       for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
         const uint64_t start = NowNs();
@@ -74,10 +85,7 @@ int Update(Checker& c, const Options& o) {
         }
       }
     }
-    recorder.merge(log);
   });
-  recorder.save();
-  return c.finish("update");
 }
 
 // Compares every key's final state with the writers' logs (writer_log.h):
@@ -129,9 +137,7 @@ int CheckLog(Checker& c, const Options& o) {
 }
 
 int Delete(Checker& c, const Options& o) {
-  hashtable::WriteRecorder recorder(o.writer, o.logs.empty() ? "" : o.logs.front());
-  c.run([&](int, uint64_t first, uint64_t step) {
-    hashtable::WriterLog log;
+  return RunWriters(c, o, "delete", [&](WriteRecorder& recorder, WriterLog& log, uint64_t first, uint64_t step) {
     for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
       const uint64_t start = NowNs();
       Status s = c.table().remove(Key(id));
@@ -140,19 +146,14 @@ int Delete(Checker& c, const Options& o) {
         c.fail("delete " + Key(id) + ": " + s.ToString());
       }
     }
-    recorder.merge(log);
   });
-  recorder.save();
-  return c.finish("delete");
 }
 
 // Every round, each key of the worker is deleted or (re)inserted with seq =
 // round, as ChurnDeletes (writer_log.h) picks: writers on the same keys
 // interleave deletes and reinserts. A delete of an absent key is no error.
 int Churn(Checker& c, const Options& o) {
-  hashtable::WriteRecorder recorder(o.writer, o.logs.empty() ? "" : o.logs.front());
-  c.run([&](int, uint64_t first, uint64_t step) {
-    hashtable::WriterLog log;
+  return RunWriters(c, o, "churn", [&](WriteRecorder& recorder, WriterLog& log, uint64_t first, uint64_t step) {
     for (int round = 1; round <= o.rounds && !c.failed(); ++round) {
       for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
         const uint64_t start = NowNs();
@@ -167,10 +168,7 @@ int Churn(Checker& c, const Options& o) {
         }
       }
     }
-    recorder.merge(log);
   });
-  recorder.save();
-  return c.finish("churn");
 }
 
 }  // namespace smart::hashtable::check

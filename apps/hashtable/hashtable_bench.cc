@@ -162,9 +162,10 @@ int main(int argc, char** argv) {
                "no other client loads keys at the same time: each insert of the load skips the search for a copy "
                "left by a racing insert of the same key (a round trip); on with the embedded memory blade");
   app.add_option("--load-batch", load_batch,
-                 "keys a sole loader's coroutine loads together, sharing round trips (1..64; 1: one by one; default: "
-                 "the table's batch, " + std::to_string(HashTable::kLoadBatchKeys) + ")")
-      ->check(CLI::Range(1, 64));
+                 "keys a sole loader's coroutine loads together, sharing round trips (1.." +
+                     std::to_string(kMaxLoadBatch) + "; 1: one by one; default: the table's batch, " +
+                     std::to_string(HashTable::kLoadBatchKeys) + ")")
+      ->check(CLI::Range(1, kMaxLoadBatch));
   app.add_option("--idle-us", idle_us,
                  "microseconds each coroutine idles after each operation, to lower the load (default: IDLE_USEC, else 0)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{10000000}));

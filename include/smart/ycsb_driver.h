@@ -14,6 +14,9 @@
 
 namespace smart {
 
+/// Most keys a loader's task hands to KvStore::load_batch in one call.
+constexpr int kMaxLoadBatch = 64;
+
 /// What to load and run.
 struct YcsbOptions {
   std::string dataset = "ycsb-c";  ///< workload name
@@ -28,7 +31,7 @@ struct YcsbOptions {
   /// which may skip the work against racing inserts of one key.
   bool sole_loader = false;
   /// Keys a sole loader's task hands to KvStore::load_batch at a time
-  /// (0..64; 0: the store's KvStore::preferred_load_batch; 1: load() one by
+  /// (0..kMaxLoadBatch; 0: the store's KvStore::preferred_load_batch; 1: load() one by
   /// one). Unused without sole_loader.
   int load_batch = 0;
   bool verify = false;   ///< values carry their key; reads check it

@@ -1,6 +1,7 @@
 // The YCSB driver (include/smart/ycsb_driver.h).
 #include "smart/ycsb_driver.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cinttypes>
 #include <cmath>
@@ -71,9 +72,9 @@ void CheckYcsbOptions(const YcsbOptions& o, const KvStore& store) {
                 std::to_string(static_cast<uint64_t>(room)) + " distinct keys, fewer than max_key " +
                 std::to_string(o.max_key) + ": raise key_length or lower max_key");
   }
-  if (o.load_batch < 0 || o.load_batch > 64) {
-    throw Error("the load batch must be within 0..64 keys (0: the store's choice), got " +
-                std::to_string(o.load_batch));
+  if (o.load_batch < 0 || o.load_batch > kMaxLoadBatch) {
+    throw Error("the load batch must be within 0.." + std::to_string(kMaxLoadBatch) +
+                " keys (0: the store's choice), got " + std::to_string(o.load_batch));
   }
   if (!(o.zipf >= 0 && o.zipf < 1)) throw Error("the zipfian constant must be in [0, 1), got " + std::to_string(o.zipf));
   if (o.threads < 1 || o.threads > kMaxThreads - 2) {
@@ -100,7 +101,7 @@ double YcsbLoad(KvStore& store, const YcsbOptions& o) {
           // A sole loader hands its keys over load_batch at a time.
           const size_t batch = !o.sole_loader       ? 1
                                : o.load_batch > 0 ? static_cast<size_t>(o.load_batch)
-                                                  : std::max<size_t>(1, std::min<size_t>(64, store.preferred_load_batch()));
+                                                  : std::clamp<size_t>(store.preferred_load_batch(), 1, kMaxLoadBatch);
           const size_t kl = static_cast<size_t>(o.key_length), vl = static_cast<size_t>(o.value_length);
           std::vector<char> keys(batch * kl), values(batch * vl);
           std::vector<std::string_view> ks(batch), vs(batch);

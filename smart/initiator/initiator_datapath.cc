@@ -302,13 +302,20 @@ SMART_HOT_INLINE Status Initiator::Impl::post(ThreadState* ts, TaskContext* t, i
 
 namespace {
 
+// True when the memory blade acknowledged the target's last request, or failed.
+SMART_HOT_INLINE bool Reached(const ThreadState* ts, const TaskContext::SyncTarget& target) {
+  const Lane& lane = ts->lanes[target.node];
+  return lane.acked.load(std::memory_order_relaxed) >= target.seq || !lane.failure.ok();
+}
+
 // True when every memory blade the task posted to acknowledged its last
 // request, or failed.
 SMART_HOT_INLINE bool Satisfied(const ThreadState* ts, const TaskContext* t) {
   const int targets = t->target_count;
+  // Most waits are for one memory blade: no loop for them.
+  if (__builtin_expect(targets == 1, 1)) return Reached(ts, t->targets[0]);
   for (int k = 0; k < targets; ++k) {
-    const Lane& lane = ts->lanes[t->targets[k].node];
-    if (lane.acked.load(std::memory_order_relaxed) < t->targets[k].seq && lane.failure.ok()) return false;
+    if (!Reached(ts, t->targets[k])) return false;
   }
   return true;
 }

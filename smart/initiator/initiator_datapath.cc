@@ -35,6 +35,7 @@ const char* OpcodeVerb(ibv_wr_opcode opcode) {
 SMART_COLD TaskContext* Initiator::Impl::create_task_context(ThreadState* ts, int task) {
   auto created = std::make_unique<TaskContext>();
   created->scratch = static_cast<uint64_t*>(cache_alloc(64));
+  created->wr_id_base = EncodeWrId(task, ts->thread_id, 0, 0);
   memset(created->wr, 0, sizeof(created->wr));
   memset(created->sge, 0, sizeof(created->sge));
   ts->tasks[task] = std::move(created);
@@ -252,7 +253,7 @@ SMART_HOT_INLINE Status Initiator::Impl::post(ThreadState* ts, TaskContext* t, i
       wait_for_credit(ts, t, task, n);
     }
   }
-  const uint64_t base = EncodeWrId(task, ts->thread_id, node, 0);
+  const uint64_t base = t->wr_id_base | EncodeWrId(0, 0, node, 0);
   for (int i = 0; i < n - 1; ++i) {
     t->wr[i].wr_id = base;
     t->wr[i].next = &t->wr[i + 1];

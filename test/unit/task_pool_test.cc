@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -255,6 +256,22 @@ TEST(ThreadId, MoreThanTheLimitIsAClearError) {
 
 namespace smart {
 namespace {
+
+// Stacks are page-aligned; each task's top is offset within the page so
+// that the tasks' frames, which run the same code at the same depth, do not
+// all land in the same sets of the L1 cache.
+TEST(TaskPool, TaskFramesSitAtDifferentOffsetsInTheirPages) {
+  TaskPool pool(TaskPoolOptions{64 * 1024, 8});
+  std::vector<uintptr_t> offsets;
+  for (int i = 0; i < 8; ++i) {
+    pool.spawn([&] { offsets.push_back(reinterpret_cast<uintptr_t>(__builtin_frame_address(0)) % 4096); });
+  }
+  pool.run();
+  ASSERT_EQ(offsets.size(), 8u);
+  std::sort(offsets.begin(), offsets.end());
+  EXPECT_EQ(std::unique(offsets.begin(), offsets.end()), offsets.end())
+      << "two of eight tasks have their frames at the same offset in a page";
+}
 
 // With SMART_RETURNING_SWITCH the fibers' switch is the framework's own
 // (smart/task/fcontext_jump_x86_64.S); every test above runs on it.

@@ -182,5 +182,41 @@ TEST_F(ShmTransportTest, AQueuePairSharedByThreadsOnAConcurrentQueueLosesNoUpdat
   qp.reset();
 }
 
+// The completion ring starts again at its first slot whenever it drains.
+// Requests that keep it from draining go round its end instead, and either
+// way they are carried out and complete in post order.
+TEST_F(ShmTransportTest, TheRingKeepsPostOrderWhetherItDrainsOrWrapsAround) {
+  Build(0, /*max_send_wr=*/8, /*cq_depth=*/8);
+  auto* words = reinterpret_cast<uint64_t*>(pool_bytes());
+  for (uint64_t i = 0; i < 64; ++i) words[i] = 1000 + i;
+  auto* got = reinterpret_cast<uint64_t*>(local_buffer_.data());
+  uint64_t posted = 0, completed = 0;
+  int drained = 0;
+  for (int round = 0; round < 60; ++round) {
+    for (int i = 0; i < 1 + round % 5 && posted - completed < 8; ++i) {
+      got[posted % 64] = 0;
+      ibv_send_wr wr = Request(IBV_WR_RDMA_READ, 8 * (posted % 64), &got[posted % 64], 8, true, posted);
+      ASSERT_EQ(Post(&wr), 0);
+      ++posted;
+    }
+    // Every third round empties the ring; the others take two completions
+    // and leave the rest queued across the next posts.
+    const int take = round % 3 == 0 ? 8 : 2;
+    ibv_wc wc[8];
+    const int n = cq_->poll(take, wc);
+    ASSERT_GE(n, 0);
+    for (int k = 0; k < n; ++k) {
+      ASSERT_EQ(wc[k].status, IBV_WC_SUCCESS);
+      ASSERT_EQ(wc[k].wr_id, completed) << "completions out of post order";
+      EXPECT_EQ(got[completed % 64], 1000 + completed % 64) << "request " << completed;
+      ++completed;
+    }
+    if (posted == completed) ++drained;
+  }
+  EXPECT_GT(posted, 16u);  // round the 8-slot ring more than twice
+  EXPECT_GT(drained, 5);
+  EXPECT_LT(drained, 60);
+}
+
 }  // namespace
 }  // namespace smart

@@ -389,7 +389,13 @@ inline uint64_t ShmCompletionQueue::ready_cycles() const {
     out.dlid_path_bits = 0;
     qp->retire(e.retired);
   }
-  head_ = head;
+  // A drained ring starts again at its first slot: the next posts write
+  // lines that are still in the cache instead of walking the whole ring.
+  if (head == tail_) {
+    head_ = tail_ = 0;
+  } else {
+    head_ = head;
+  }
   return n;
 }
 

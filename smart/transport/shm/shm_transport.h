@@ -132,6 +132,8 @@ class ShmQueuePair final : public QueuePair {
 
  private:
   int post_locked(ibv_send_wr* wr, ibv_send_wr** bad_wr);
+  // Queues one validated request at the k-th free ring entry.
+  void queue(ibv_send_wr* w, uint64_t k, uint64_t ready);
   // With the NIC model: rings the doorbell and admits `count` requests;
   // the cycle their completions are ready.
   [[gnu::noinline]] uint64_t modelled_ready(int count);
@@ -173,6 +175,9 @@ class ShmQueuePair final : public QueuePair {
   const std::atomic<bool>* peer_failed_ = nullptr;
   bool connected_ = false;
   bool connected_to_peer_ = false;  // connected, with peer memory to address
+  // connected_to_peer_, one scatter entry allowed and no NIC model: a lone
+  // READ or WRITE needs no list walk before it is queued.
+  bool lone_post_ = false;
   bool error_state_ = false;
   uint32_t unsignaled_ = 0;
   int outstanding_ = 0;  // posted work requests not yet retired

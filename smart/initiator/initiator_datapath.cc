@@ -91,8 +91,9 @@ namespace {
 enum class RequestProblem { kNode, kRegion, kRange, kLocal, kAlignment };
 
 // Error messages are built out of line so the hot path stays small.
-[[gnu::noinline, gnu::cold]] Status RequestError(RequestProblem problem, ibv_wr_opcode opcode, GlobalAddress remote,
+[[gnu::noinline, gnu::cold]] Status RequestError(RequestProblem problem, ibv_wr_opcode opcode, uint64_t raw_remote,
                                                  size_t length, uint64_t region_length) {
+  const GlobalAddress remote(raw_remote);
   const std::string op = OpcodeVerb(opcode);
   switch (problem) {
     case RequestProblem::kNode:
@@ -120,27 +121,35 @@ enum class RequestProblem { kNode, kRegion, kRange, kLocal, kAlignment };
 SMART_HOT_INLINE Status Initiator::Impl::add_request(ibv_wr_opcode opcode, void* local, GlobalAddress remote, size_t length,
                                     uint64_t compare_add, uint64_t swap, Option option) {
   ThreadState* ts = state();
-  const node_t node = static_cast<node_t>(remote.node);
-  if (__builtin_expect(node >= ts->lane_count, 0)) return RequestError(RequestProblem::kNode, opcode, remote, length, 0);
+  // The fields by shifts of the one word: the compiler then keeps that word
+  // alone for the error path instead of packing the bit-fields again.
+  const uint64_t raw = remote.raw;
+  const uint64_t offset = raw & ((uint64_t{1} << 48) - 1);
+  const node_t node = static_cast<node_t>(raw >> 56);
+  if (__builtin_expect(node >= ts->lane_count, 0)) return RequestError(RequestProblem::kNode, opcode, raw, length, 0);
   Lane& lane = ts->lanes[node];
   if (__builtin_expect(!lane.ready || lane.generation != generation.load(std::memory_order_relaxed), 0)) {
     Status s = resolve_lane(ts, node);
     if (!s.ok()) return s;
   }
-  const unsigned mr = remote.mr_id;
+  const unsigned mr = static_cast<unsigned>(raw >> 48) & 0xff;
   if (__builtin_expect(mr >= kMemoryRegions || lane.length[mr] == 0, 0)) {
-    return RequestError(RequestProblem::kRegion, opcode, remote, length, 0);
+    return RequestError(RequestProblem::kRegion, opcode, raw, length, 0);
   }
-  if (__builtin_expect(length == 0 || length > lane.length[mr] || remote.offset > lane.length[mr] - length, 0)) {
-    return RequestError(RequestProblem::kRange, opcode, remote, length, lane.length[mr]);
+  // The region is not empty (above), so length - 1 >= its length catches a
+  // length of 0 (it wraps) and one longer than the region alike.
+  const uint64_t region_length = lane.length[mr];
+  if (__builtin_expect(length - 1 >= region_length || offset > region_length - length, 0)) {
+    return RequestError(RequestProblem::kRange, opcode, raw, length, region_length);
   }
-  const char* l = static_cast<const char*>(local);
-  if (__builtin_expect(l < cache_base || l > cache_base + cache_size - length, 0)) {
-    return RequestError(RequestProblem::kLocal, opcode, remote, length, 0);
+  // A buffer below the cache wraps to an offset above its size.
+  const uint64_t in_cache = reinterpret_cast<uintptr_t>(local) - reinterpret_cast<uintptr_t>(cache_base);
+  if (__builtin_expect(in_cache > cache_size || length > cache_size - in_cache, 0)) {
+    return RequestError(RequestProblem::kLocal, opcode, raw, length, 0);
   }
   const bool atomic = opcode == IBV_WR_ATOMIC_CMP_AND_SWP || opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-  if (__builtin_expect(atomic && (remote.offset & 7), 0)) {
-    return RequestError(RequestProblem::kAlignment, opcode, remote, length, 0);
+  if (__builtin_expect(atomic && (offset & 7), 0)) {
+    return RequestError(RequestProblem::kAlignment, opcode, raw, length, 0);
   }
   if (__builtin_expect(!lane.failure.ok(), 0)) return lane.failure;
 
@@ -165,7 +174,7 @@ SMART_HOT_INLINE Status Initiator::Impl::add_request(ibv_wr_opcode opcode, void*
   wr.num_sge = 1;
   wr.opcode = opcode;
   wr.send_flags = 0;
-  const uint64_t address = lane.base[mr] + remote.offset;
+  const uint64_t address = lane.base[mr] + offset;
   if (atomic) {
     wr.wr.atomic.remote_addr = address;
     wr.wr.atomic.rkey = lane.rkey[mr];

@@ -85,6 +85,15 @@ TEST_F(InitiatorTest, OutOfBoundsAddressIsRejectedBeforePosting) {
   EXPECT_NE(s.message().find("leaves the memory blade's region"), std::string::npos) << s.ToString();
   // The queue pair is still healthy.
   EXPECT_TRUE(initiator_->read(buffer_, GlobalAddress(0, 0), 8).ok());
+  // The last 8 bytes of the region are in it; a read longer than the whole
+  // region, or of nothing, is not.
+  EXPECT_TRUE(initiator_->read(buffer_, GlobalAddress(0, (4u << 20) - 8), 8).ok());
+  const Status longer = initiator_->read(buffer_, GlobalAddress(0, 0), (4u << 20) + 64);
+  EXPECT_EQ(longer.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(longer.message().find("leaves the memory blade's region"), std::string::npos) << longer.ToString();
+  const Status empty = initiator_->read(buffer_, GlobalAddress(0, 64), 0);
+  EXPECT_EQ(empty.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(empty.message().find("nothing to transfer"), std::string::npos) << empty.ToString();
 }
 
 TEST_F(InitiatorTest, UnknownNodeAndRegionAreRejected) {
@@ -98,6 +107,17 @@ TEST_F(InitiatorTest, LocalBufferMustComeFromTheCache) {
   const Status s = initiator_->read(stack_buffer, GlobalAddress(0, 0), 8);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(s.message().find("alloc_cache"), std::string::npos) << s.ToString();
+  // Just below the cache, and running past its end, are outside it too.
+  EXPECT_EQ(initiator_->read(buffer_ - (16u << 20), GlobalAddress(0, 0), 8).code(), Status::Code::kInvalidArgument);
+  char* last = nullptr;
+  for (size_t size = 1u << 20; size >= 64; size /= 2) {
+    while (char* p = static_cast<char*>(initiator_->alloc_cache(size))) last = p + size - 64;
+  }
+  ASSERT_NE(last, nullptr);
+  EXPECT_TRUE(initiator_->read(last, GlobalAddress(0, 0), 64).ok()) << "the cache's last 64 bytes";
+  const Status past = initiator_->read(last, GlobalAddress(0, 0), 128);
+  EXPECT_EQ(past.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(past.message().find("alloc_cache"), std::string::npos) << past.ToString();
 }
 
 TEST_F(InitiatorTest, UnalignedAtomicIsRejected) {

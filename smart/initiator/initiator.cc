@@ -45,7 +45,7 @@ thread_local ThreadExitHook tls_exit_hook;
 
 }  // namespace
 
-constinit thread_local StateCache tls_state;
+constinit thread_local SMART_HOT_TLS StateCache tls_state;
 
 Connection::~Connection() {
   qps.clear();

@@ -129,7 +129,7 @@ struct StateCache {
   uint64_t instance = 0;
   ThreadState* state = nullptr;
 };
-extern thread_local constinit StateCache tls_state;
+extern thread_local constinit SMART_HOT_TLS StateCache tls_state;
 
 class ThreadPoller final : public CompletionPoller {
  public:

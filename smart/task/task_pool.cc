@@ -112,9 +112,9 @@ void UnwindTask(Task& task) {
 }  // namespace
 
 namespace task_hooks::detail {
-constinit thread_local int current_task_id = 0;
-constinit thread_local TaskPool* current_pool = nullptr;
-constinit thread_local SwitchCore* current_core = nullptr;
+constinit thread_local SMART_HOT_TLS int current_task_id = 0;
+constinit thread_local SMART_HOT_TLS TaskPool* current_pool = nullptr;
+constinit thread_local SMART_HOT_TLS SwitchCore* current_core = nullptr;
 }  // namespace task_hooks::detail
 
 using internal::current_core;

@@ -87,10 +87,19 @@ struct SwitchCore {
   }
 };
 
+// The library is position-independent code, where a thread-local defaults
+// to the general dynamic model: each access is a call to __tls_get_addr as
+// far as the compiler knows (the linker rewrites it later), so registers are
+// spilled around it. These are read on every wait and wake; the initial-exec
+// model makes each one a load at a fixed offset from the thread pointer (the
+// library must then be loaded with the program, not dlopen'ed late, unless
+// the C library's spare static TLS holds them: a few dozen bytes).
+#define SMART_HOT_TLS __attribute__((tls_model("initial-exec")))
+
 namespace task_hooks::detail {
-extern thread_local constinit int current_task_id;
-extern thread_local constinit TaskPool* current_pool;
-extern thread_local constinit SwitchCore* current_core;
+extern thread_local constinit SMART_HOT_TLS int current_task_id;
+extern thread_local constinit SMART_HOT_TLS TaskPool* current_pool;
+extern thread_local constinit SMART_HOT_TLS SwitchCore* current_core;
 }  // namespace task_hooks::detail
 
 inline void SwitchCore::take_over(boost::context::fiber&& from) {

@@ -251,12 +251,6 @@ TEST(ThreadId, MoreThanTheLimitIsAClearError) {
   EXPECT_NE(message.find("more than 256 threads"), std::string::npos) << message;
 }
 
-}  // namespace
-}  // namespace smart
-
-namespace smart {
-namespace {
-
 // Stacks are page-aligned; each task's top is offset within the page so
 // that the tasks' frames, which run the same code at the same depth, do not
 // all land in the same sets of the L1 cache.

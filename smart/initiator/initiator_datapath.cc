@@ -312,32 +312,29 @@ SMART_HOT_INLINE Status Initiator::Impl::post(ThreadState* ts, TaskContext* t, i
 
 namespace {
 
-// True when the memory blade acknowledged the target's last request, or failed.
-SMART_HOT_INLINE bool Reached(const ThreadState* ts, const TaskContext::SyncTarget& target) {
-  const Lane& lane = ts->lanes[target.node];
-  return lane.acked.load(std::memory_order_relaxed) >= target.seq || !lane.failure.ok();
+// True when `holds` is true of every memory blade the task posted to. Most
+// waits are for one memory blade: no loop for them.
+template <typename Predicate>
+SMART_HOT_INLINE bool EveryTarget(const ThreadState* ts, const TaskContext* t, Predicate holds) {
+  const int targets = t->target_count;
+  if (__builtin_expect(targets == 1, 1)) return holds(ts->lanes[t->targets[0].node], t->targets[0].seq);
+  for (int k = 0; k < targets; ++k) {
+    if (!holds(ts->lanes[t->targets[k].node], t->targets[k].seq)) return false;
+  }
+  return true;
 }
 
 // True when every memory blade the task posted to acknowledged its last
 // request, or failed.
 SMART_HOT_INLINE bool Satisfied(const ThreadState* ts, const TaskContext* t) {
-  const int targets = t->target_count;
-  // Most waits are for one memory blade: no loop for them.
-  if (__builtin_expect(targets == 1, 1)) return Reached(ts, t->targets[0]);
-  for (int k = 0; k < targets; ++k) {
-    if (!Reached(ts, t->targets[k])) return false;
-  }
-  return true;
+  return EveryTarget(ts, t, [](const Lane& lane, uint64_t seq) {
+    return lane.acked.load(std::memory_order_relaxed) >= seq || !lane.failure.ok();
+  });
 }
 
 // True when none of the memory blades the task posted to has failed.
 SMART_HOT_INLINE bool NoTargetFailed(const ThreadState* ts, const TaskContext* t) {
-  const int targets = t->target_count;
-  if (__builtin_expect(targets == 1, 1)) return ts->lanes[t->targets[0].node].failure.ok();
-  for (int k = 0; k < targets; ++k) {
-    if (!ts->lanes[t->targets[k].node].failure.ok()) return false;
-  }
-  return true;
+  return EveryTarget(ts, t, [](const Lane& lane, uint64_t) { return lane.failure.ok(); });
 }
 
 }  // namespace

@@ -34,6 +34,11 @@ class [[nodiscard]] Status {
     kLockLost,          ///< another client took over a lock this one held
     kTimedOut,          ///< waited longer than the configured bound
     kInternal,  ///< a bug or a state the framework cannot explain
+    /// The operation may or may not have taken effect (a write was posted and
+    /// its completion failed, a commit's writes did not all complete): read
+    /// the data to learn which. Never reported for an operation known to
+    /// have failed, nor for one known to have succeeded.
+    kOutcomeUnknown,
   };
 
   Status() = default;  ///< OK; costs one null pointer
@@ -55,6 +60,7 @@ class [[nodiscard]] Status {
   static Status TimedOut(std::string m) { return Status(Code::kTimedOut, std::move(m)); }
   static Status Retry(std::string m) { return Status(Code::kRetry, std::move(m)); }
   static Status Internal(std::string m) { return Status(Code::kInternal, std::move(m)); }
+  static Status OutcomeUnknown(std::string m) { return Status(Code::kOutcomeUnknown, std::move(m)); }
 
   //@}
   /// True on success.

@@ -30,6 +30,8 @@ const char* StatusCodeName(Status::Code code) {
       return "timed out";
     case Status::Code::kInternal:
       return "internal error";
+    case Status::Code::kOutcomeUnknown:
+      return "outcome unknown";
   }
   return "unknown";
 }

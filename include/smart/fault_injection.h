@@ -18,15 +18,23 @@
 ///     TARGET  point:NAME    the named point FaultPoint(NAME) in the code
 ///             read | write | cas | faa | any
 ///                           the work requests of that opcode this process
-///                           posts (any: all of them)
+///                           posts (any: all of them); the action happens
+///                           before the list holding the request is posted
+///             posted:read | posted:write | posted:cas | posted:faa | posted:any
+///                           the same requests, but the action (not fail)
+///                           happens right after the list holding the
+///                           request was handed to the transport: the
+///                           request is in flight, its completion not yet
+///                           seen (on shm it is carried out at the next
+///                           poll, so a stop there holds it unexecuted)
 ///     #N      fire on the Nth hit (default 1); such a rule fires once
 ///     #N+     fire on every Nth hit: the Nth, the 2Nth, ... (e.g. delay every
 ///             third CAS with 'delay=50us@cas#3+', so that the windows between
 ///             a read and the CAS that depends on it stay open)
 ///
-/// e.g. SMART_FAULTS='stop@point:ht.split.frozen' or 'fail@read#100;kill@cas#5'.
+/// e.g. SMART_FAULTS='stop@point:ht.split.frozen', 'fail@read#100;kill@cas#5'
+/// or 'stop@posted:write#3'.
 /// @endverbatim
-/// Work-request actions happen before the request is posted.
 ///
 /// Named points in the code (cheap when SMART_FAULTS is unset: one branch
 /// on a flag): ht.split.locked, ht.split.frozen, ht.split.rewriting,
@@ -71,6 +79,7 @@ struct FaultRule {
   std::string point;        ///< for kPoint
   uint64_t nth = 1;         ///< fires on this hit
   bool repeat = false;      ///< and on every nth hit after it
+  bool after_post = false;  ///< posted:OP: act once the request is posted
   uint64_t delay_ns = 0;    ///< kDelay
   int exit_code = 0;        ///< kExit
   std::string text;         ///< the rule as written, for messages

@@ -157,6 +157,89 @@ TEST(FaultRules, KillAndStopActOnTheProcess) {
   EXPECT_EQ(WSTOPSIG(status), SIGSTOP);
 }
 
+TEST(FaultRules, ParsesRulesThatActAfterThePost) {
+  const auto rules = ParseFaultRules("stop@posted:write#3;kill@posted:any;delay=1ms@posted:cas#2+;stop@write");
+  ASSERT_EQ(rules.size(), 4u);
+  EXPECT_TRUE(rules[0].after_post);
+  EXPECT_EQ(rules[0].target, FaultTarget::kWrite);
+  EXPECT_EQ(rules[0].nth, 3u);
+  EXPECT_TRUE(rules[1].after_post);
+  EXPECT_EQ(rules[1].target, FaultTarget::kAnyRequest);
+  EXPECT_TRUE(rules[2].after_post);
+  EXPECT_TRUE(rules[2].repeat);
+  EXPECT_FALSE(rules[3].after_post);
+  for (const char* bad : {"fail@posted:write", "stop@posted:point:x", "stop@posted:", "stop@posted:nothing"}) {
+    EXPECT_THROW(ParseFaultRules(bad), Error) << bad;
+  }
+}
+
+// A transport that only tells, through a pipe, that a list was posted.
+class PostMarkingQueuePair : public QueuePair {
+ public:
+  explicit PostMarkingQueuePair(int fd) : fd_(fd) {}
+  QueuePairEndpoint endpoint() const override { return {}; }
+  void connect(const QueuePairEndpoint&, std::shared_ptr<PeerMemory>) override {}
+  int post_send(ibv_send_wr*, ibv_send_wr**) override {
+    const char posted = 'p';
+    return ::write(fd_, &posted, 1) == 1 ? 0 : EIO;
+  }
+  int max_inline_data() const override { return 0; }
+
+ private:
+  int fd_;
+};
+
+class PostMarkingDevice : public Device {
+ public:
+  explicit PostMarkingDevice(int fd) : fd_(fd) {}
+  TransportKind kind() const override { return TransportKind::kShm; }
+  std::string description() const override { return "post-marking test device"; }
+  std::unique_ptr<MemoryRegion> allocate_shared_region(size_t) override { return nullptr; }
+  std::unique_ptr<MemoryRegion> adopt_shared_region(void*, size_t, int) override { return nullptr; }
+  std::unique_ptr<MemoryRegion> register_memory(void*, size_t) override { return nullptr; }
+  std::unique_ptr<CompletionQueue> create_cq(int, ThreadDomain*, bool) override { return nullptr; }
+  std::unique_ptr<ThreadDomain> create_thread_domain() override { return nullptr; }
+  std::unique_ptr<QueuePair> create_qp(const QueuePairOptions&) override {
+    return std::make_unique<PostMarkingQueuePair>(fd_);
+  }
+  std::string export_regions(const std::vector<const MemoryRegion*>&) override { return ""; }
+  std::shared_ptr<PeerMemory> import_regions(const std::vector<RemoteRegion>&, const std::string&) override {
+    return nullptr;
+  }
+
+ private:
+  int fd_;
+};
+
+// Whether the list holding the first WRITE reached the transport before
+// `rule` ended the process.
+bool PostedBeforeTheAction(const char* rule) {
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  const int status = InChild([&] {
+    close(fds[0]);
+    auto device = fault_internal::WrapDevice(std::make_unique<PostMarkingDevice>(fds[1]));
+    auto qp = device->create_qp(QueuePairOptions{});
+    InstallFaultRules(ParseFaultRules(rule));
+    ibv_send_wr wr{};
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    ibv_send_wr* bad = nullptr;
+    (void)qp->post_send(&wr, &bad);
+    _exit(1);  // the rule did not end the process
+  });
+  close(fds[1]);
+  char marker = 0;
+  const bool posted = ::read(fds[0], &marker, 1) == 1;
+  close(fds[0]);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 9) << rule << ": status " << status;
+  return posted;
+}
+
+TEST(FaultRules, APostedRuleActsOnceTheListIsPostedAPlainOneBefore) {
+  EXPECT_TRUE(PostedBeforeTheAction("exit=9@posted:write#1"));
+  EXPECT_FALSE(PostedBeforeTheAction("exit=9@write#1"));
+}
+
 TEST(FaultRules, AFailedRequestCompletesWithAnErrorAndChangesNothing) {
   SmartConfig config = testing::TestConfig();
   EmbeddedMemoryBlade blade(config, 4);

@@ -41,7 +41,7 @@ bool g_request_rules = false;
 [[noreturn]] void Bad(const std::string& rule, const std::string& why) {
   throw Error("SMART_FAULTS: bad rule \"" + rule + "\": " + why +
               " (expected ACTION@TARGET[#N[+]]; ACTION: kill, stop, exit=CODE, delay=Nus|Nms, fail; "
-              "TARGET: point:NAME, read, write, cas, faa, any)");
+              "TARGET: point:NAME, read, write, cas, faa, any, posted:read|write|cas|faa|any)");
 }
 
 uint64_t ParseNumber(const std::string& rule, const std::string& text, const char* what) {
@@ -90,6 +90,12 @@ FaultRule ParseRule(const std::string& text) {
     r.delay_ns = ParseNumber(text, amount.substr(0, amount.size() - 2), "the delay") * unit;
   } else {
     Bad(text, "unknown action \"" + action + "\"");
+  }
+  if (target.rfind("posted:", 0) == 0) {
+    r.after_post = true;
+    target = target.substr(7);
+    if (r.action == FaultAction::kFail) Bad(text, "fail acts before the post; posted: is for kill, stop, exit, delay");
+    if (target.rfind("point:", 0) == 0) Bad(text, "posted: names an opcode (read, write, cas, faa, any), not a point");
   }
   if (target.rfind("point:", 0) == 0) {
     r.target = FaultTarget::kPoint;

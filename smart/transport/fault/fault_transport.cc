@@ -5,6 +5,8 @@
 // it with a remote access error, as a NIC does.
 #include "fault_internal.h"
 
+#include <vector>
+
 #include "smart/status.h"
 
 namespace smart::fault_internal {
@@ -19,10 +21,13 @@ class FaultQueuePair : public QueuePair {
     inner_->connect(remote, std::move(peer));
   }
   int post_send(ibv_send_wr* wr, ibv_send_wr** bad_wr) override {
+    std::vector<FaultRule> after;  // posted: rules, carried out once the list is posted
     for (ibv_send_wr* w = wr; w != nullptr; w = w->next) {
       FaultRule fire;
       if (!HitRequest(w->opcode, &fire)) continue;
-      if (fire.action == FaultAction::kFail) {
+      if (fire.after_post) {
+        after.push_back(fire);
+      } else if (fire.action == FaultAction::kFail) {
         if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
           w->wr.atomic.rkey ^= 0x5a5a5a5au;
         } else {
@@ -32,7 +37,9 @@ class FaultQueuePair : public QueuePair {
         Perform(fire);
       }
     }
-    return inner_->post_send(wr, bad_wr);
+    const int rc = inner_->post_send(wr, bad_wr);
+    for (const FaultRule& fire : after) Perform(fire);
+    return rc;
   }
   int max_inline_data() const override { return inner_->max_inline_data(); }
   QueuePair& inner() { return *inner_; }

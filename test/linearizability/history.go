@@ -5,8 +5,9 @@ package main
 //
 //	client seq key kind input output call_ns return_ns
 //
-// kind: search, insert, update or delete. input: the value written, "-" for
-// search and delete. output: "ok", "not-found", the value a search read, or
+// kind: search, insert, update, delete or rmw. input: the value written,
+// "-" for search, delete and rmw. output: "ok", "not-found", the value a
+// search read or an rmw wrote, or
 // "?" with return_ns "-" for an operation that has been invoked but has not
 // returned. A client writes that record when it invokes the operation and a
 // complete one (same client and seq) when it returns; an operation whose
@@ -83,20 +84,20 @@ func parseRecord(line, where string) (record, error) {
 			return record{}, fmt.Errorf("%s: %s needs a value", where, r.in.kind)
 		}
 		r.in.value = input
-	case "search", "delete":
+	case "search", "delete", "rmw":
 		if input != "-" {
 			return record{}, fmt.Errorf("%s: %s takes no value (\"-\"), got %q", where, r.in.kind, input)
 		}
 	default:
-		return record{}, fmt.Errorf("%s: unknown kind %q (search, insert, update, delete)", where, r.in.kind)
+		return record{}, fmt.Errorf("%s: unknown kind %q (search, insert, update, delete, rmw)", where, r.in.kind)
 	}
 	switch {
 	case output == outPending:
 		r.out.unknown, r.pending = true, true
 	case output == outNotFound && r.in.kind != "insert":
 		r.out.notFound = true
-	case output == outOK && r.in.kind != "search":
-	case r.in.kind == "search" && output != outOK:
+	case output == outOK && r.in.kind != "search" && r.in.kind != "rmw":
+	case (r.in.kind == "search" || r.in.kind == "rmw") && output != outOK:
 		r.out.value = output
 	default:
 		return record{}, fmt.Errorf("%s: %s cannot return %q", where, r.in.kind, output)

@@ -143,6 +143,8 @@ func TestMalformedHistoriesAreRejected(t *testing.T) {
 		"a 1 k search - x 5 1\n",                       // returns before its call
 		"a 1 k search - ? 0 1\n",                       // no output, but a return time
 		"a 1 k search - x 0 1\na 1 k search - y 2 3\n", // the same operation twice
+		"a 1 k rmw x a+1 0 1\n",                        // an rmw takes no value
+		"a 1 k rmw - ok 0 1\n",                         // an rmw returns the value it wrote
 	} {
 		code, out, _ := check(t, text)
 		if code != exitUsage {
@@ -152,4 +154,60 @@ func TestMalformedHistoriesAreRejected(t *testing.T) {
 	if code, _, _ := check(t); code != exitUsage {
 		t.Errorf("no history: exit %d, expected %d", code, exitUsage)
 	}
+}
+
+func TestBumpCountsUpATrailingNumber(t *testing.T) {
+	for in, want := range map[string]string{
+		"w1:5:3":   "w1:5:3+1",
+		"w1:5:3+1": "w1:5:3+2",
+		"a+9":      "a+10",
+		"a+":       "a++1",
+		"a+01":     "a+01+1", // not a plain number: a new counter
+		"":         "+1",
+	} {
+		if got := Bump(in); got != want {
+			t.Errorf("Bump(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestReadModifyWrite(t *testing.T) {
+	// Two rmws in a row each bump the value; one that saw the key absent
+	// changed nothing.
+	expectLinearizable(t, `
+a 1 k rmw - not-found 0 10
+a 2 k insert x ok 20 30
+a 3 k rmw - x+1 40 50
+a 4 k rmw - x+2 60 70
+a 5 k search - x+2 80 90
+`)
+	// Two concurrent rmws must not both bump the same value: one of them
+	// was lost.
+	expectViolation(t, "k", `
+a 1 k insert x ok 0 10
+a 2 k rmw - x+1 20 50
+`, `
+b 1 k rmw - x+1 25 45
+b 2 k search - x+1 60 70
+`)
+	// An rmw over a value that a later insert replaced would write a value
+	// nobody reads back: the search after both sees only one order.
+	expectViolation(t, "k", `
+a 1 k insert x ok 0 10
+a 2 k insert y ok 20 30
+a 3 k rmw - x+1 40 50
+`)
+	// Without a response, it may have taken effect, or not.
+	expectLinearizable(t, `
+a 1 k insert x ok 0 10
+a 2 k rmw - ? 20 -
+`, `
+b 1 k search - x+1 40 50
+`)
+	expectLinearizable(t, `
+a 1 k insert x ok 0 10
+a 2 k rmw - ? 20 -
+`, `
+b 1 k search - x 40 50
+`)
 }

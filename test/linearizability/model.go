@@ -1,16 +1,33 @@
 package main
 
-// The sequential specification of the hash table's operations on one key
-// (apps/hashtable/hash_table.h): insert is an upsert, update and delete of
-// an absent key return not-found and change nothing, search returns the
-// value or not-found. An operation without a response changes the state as
-// it would have, whatever it returned.
+// The sequential specification of a key-value store's operations on one
+// key (SMART-HT, apps/hashtable/hash_table.h, and SMART-BT,
+// apps/btree/btree.h): insert is an upsert, update, delete and rmw of an
+// absent key return not-found and change nothing, search returns the value
+// or not-found, and rmw (read-modify-write) replaces the value v with
+// Bump(v) and returns the value it wrote. An operation without a response
+// changes the state as it would have, whatever it returned.
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/anishathalye/porcupine"
 )
+
+// Bump is what the checkers' read-modify-write does to a value: a value
+// ending in "+N" (N a number) ends in "+N+1" instead, any other value gets
+// "+1" appended. Values stay short however many rmws a key sees, and every
+// rmw of a key leaves a value no earlier write of it left.
+func Bump(v string) string {
+	if i := strings.LastIndexByte(v, '+'); i >= 0 {
+		if n, err := strconv.ParseUint(v[i+1:], 10, 64); err == nil && v[i+1:] == strconv.FormatUint(n, 10) {
+			return v[:i+1] + strconv.FormatUint(n+1, 10)
+		}
+	}
+	return v + "+1"
+}
 
 // kvState is one key's state: absent, or present with a value.
 type kvState struct {
@@ -43,6 +60,12 @@ func step(state, input, output interface{}) (bool, interface{}) {
 			return out.unknown || out.notFound, s
 		}
 		return !out.notFound, kvState{}
+	case "rmw":
+		if !s.present {
+			return out.unknown || out.notFound, s
+		}
+		next := Bump(s.value)
+		return out.unknown || (!out.notFound && out.value == next), kvState{true, next}
 	}
 	return false, s
 }
@@ -56,7 +79,7 @@ func describeOperation(input, output interface{}) string {
 		result = "no response"
 	case out.notFound:
 		result = "not-found"
-	case in.kind == "search":
+	case in.kind == "search" || in.kind == "rmw":
 		result = fmt.Sprintf("%q", out.value)
 	default:
 		result = "ok"

@@ -17,18 +17,18 @@
 /// and they fail with Status kLockLost once another client took over. A
 /// holder must call renew() before each write of a critical section that a
 /// take-over could have overtaken; the new holder (told by `took_over`)
-/// finishes or undoes what the old one left half done. On verbs a client whose
-/// session ended can no longer write at all (its queue pairs are gone at the
-/// blade), and a take-over by lease fences the old holder: right after its
-/// take-over CAS (so only the winner does, and only for a lock it really
-/// took), the new holder sets the fence bit in the old holder's session word
-/// and waits (up to LeaseOptions::fence_wait_ns) until the blade ended that
-/// session, revoking its memory windows and destroying its queue pairs, so
-/// the paused holder's later work requests fail at the NIC; only then does
-/// acquire() return. On shm every client maps the pool, there is no hard
-/// fence (FenceMode), and a paused holder that wakes between its renew() and
-/// its next write can still complete that one write: the renew-before-write
-/// rule keeps this window to one write.
+/// finishes or undoes what the old one left half done. A holder paused after
+/// its renew() is what fencing is for: right after its take-over CAS (so
+/// only the winner does, and only for a lock it really took), the new holder
+/// has the blade end the old holder's session (FenceSession), and only then
+/// does acquire() return. Over verbs the blade revokes the session's memory
+/// windows and destroys its queue pairs, so the paused holder's later work
+/// requests, even ones it had posted before it stopped, fail at the NIC.
+/// Over shm every client maps the pool and the blade cannot take it back:
+/// the fence is soft, carried out by the paused client's own provider, which
+/// checks its session word right before it carries out each WRITE or atomic.
+/// What is left there is a client stopped between that check and its copy
+/// (a few instructions); the fence closes every window wider than that.
 ///
 /// Lock word layout (0: free; bit 63 is never set in a held word, so users
 /// may give words with bit 63 set a meaning of their own):
@@ -76,11 +76,11 @@ std::string DescribeLockWord(uint64_t word);
 /// `word` with its lease counter moved one forward.
 uint64_t NextLease(uint64_t word);
 
-/// When a take-over by lease ends the old holder's session (LeaseWatch::fence).
+/// When a take-over by lease ends the old holder's session (FenceSession).
 enum class FenceMode : uint8_t {
-  kNever,      ///< never
-  kWhereHard,  ///< on verbs, where ending the session stops its requests at the NIC
-  kAlways,     ///< on shm too, where the session ends but its mapped pool stays (tests)
+  kNever,      ///< never (unsafe against paused holders; for tests)
+  kWhereHard,  ///< on verbs only, where the blade stops the session's requests at the NIC
+  kAlways,     ///< on every transport; on shm the fence is the holder's own provider (soft)
 };
 
 /// How long a lease lasts and how long waiters wait.
@@ -96,11 +96,27 @@ struct LeaseOptions {
   uint64_t max_wait_ns = 0;
   /// Whether a take-over by lease ends the old holder's session first (see
   /// the file's description). Never for a holder of the taker's own session.
-  FenceMode fence = FenceMode::kWhereHard;
+  FenceMode fence = FenceMode::kAlways;
   /// How long a waiter waits for the blade to carry out a fence; past it the
   /// take-over goes ahead unfenced, with a warning.
   uint64_t fence_wait_ns = 1000000000;
 };
+
+/// The framework's fence, the one step every take-over by lease goes
+/// through before the new holder writes: asks memory node `node` to end
+/// `session` (one CAS setting the fence bit in its session word, which can
+/// only land on that very session) and waits until the blade did, or
+/// options.fence_wait_ns passed (then it warns and returns OK with *ended
+/// false). Over verbs the blade revokes the session's memory windows and
+/// destroys its queue pairs, so its later requests fail at the NIC. Over shm
+/// (a soft fence) the session's own provider sees the bit and refuses its
+/// WRITEs and atomics from then on (PeerMemory::guard_session); a write it
+/// had already begun to copy can still land. Does nothing per
+/// options.fence, or for a session of this client. `scratch`: 8 bytes of
+/// the initiator's registered cache, private to the calling task. Errors:
+/// the READ's or CAS's own (the node cannot be reached).
+Status FenceSession(Initiator& initiator, node_t node, SessionId session, uint64_t* scratch,
+                    const LeaseOptions& options, bool* ended);
 
 /// Tells a waiter when the holder of a word it keeps observing is gone.
 class LeaseWatch {
@@ -121,10 +137,9 @@ class LeaseWatch {
   /// The last `dead` came from the session table, not the lease.
   bool by_session() const { return by_session_; }
   /// For the client that just took `word` over by lease (its CAS replaced
-  /// it): asks the memory blade to end the session that held it, and waits
-  /// until the blade did or LeaseOptions::fence_wait_ns passed (then it
-  /// warns and returns). Does nothing per LeaseOptions::fence, for a word
-  /// that is not a held lock word, or for a holder of this client's session.
+  /// it): FenceSession on the session that held it (warns when the node
+  /// cannot be reached). Does nothing for a word that is not a held lock
+  /// word.
   void fence(uint64_t word);
   /// The last fence() saw the holder's session end.
   bool fenced() const { return fenced_; }

@@ -93,6 +93,23 @@ class PeerMemory {
   /// The peer is gone: work requests posted from now on complete with
   /// IBV_WC_RETRY_EXC_ERR, as a NIC's would once its retries ran out.
   virtual void mark_failed() {}
+  /// The session this client holds on the peer: the 8-byte word at peer
+  /// address `word_addr` (key `rkey`) holds `current` while the session is
+  /// current, and changes when the peer ends it or another client asks for
+  /// it to be fenced. Call before connecting queue pairs to this peer. A
+  /// provider the peer can fence at its own end (verbs: the blade destroys
+  /// the session's queue pairs) ignores it; one the peer cannot (shm, whose
+  /// clients map the pool) checks the word right before it carries out each
+  /// WRITE or atomic, and fails the request with IBV_WC_REM_ACCESS_ERR,
+  /// without touching the peer's memory, once the word changed.
+  virtual void guard_session(uint64_t word_addr, uint32_t rkey, uint64_t current) {
+    (void)word_addr;
+    (void)rkey;
+    (void)current;
+  }
+  /// True once the guarded session's word changed (shm; always false where
+  /// guard_session does nothing): the reason a request failed.
+  virtual bool session_ended() const { return false; }
 };
 
 /// A doorbell domain: queue pairs created in different domains never share a

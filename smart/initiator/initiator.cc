@@ -334,6 +334,14 @@ void Initiator::connect(node_t node, const std::string& host, int port, int qp_c
   conn->window_rkeys = reply.window_rkeys;
   conn->session = reply.session;
   conn->peer = im.device->import_regions(regions, reply.exported);
+  if (reply.session.slot != 0 && reply.regions[kMainMemoryRegion].valid) {
+    // Where the memory blade cannot end this session's access itself (shm),
+    // the provider checks the session's word before each write (the soft
+    // fence; remote_lock.h).
+    const RemoteRegion& pool = reply.regions[kMainMemoryRegion];
+    conn->peer->guard_session(pool.addr + SessionWordAddress(reply.session.slot), pool.rkey,
+                              kSessionAliveBit | reply.session.incarnation);
+  }
   for (int i = 0; i < qp_count; ++i) conn->qps[i]->connect(reply.endpoints[i], conn->peer);
   SendByte(conn->tcp_fd, kClientReady, peer);
   if (RecvByte(conn->tcp_fd, peer, deadline) != kServerReady) {

@@ -41,6 +41,15 @@ SMART_COLD Status Initiator::Impl::failure_status(const ibv_wc& wc, const Connec
                              snprintf(buf, sizeof(buf), "%x", wc.vendor_err);
                              return std::string(buf);
                            }() + ")";
+  // shm: the session word says whether the blade ended this session (a
+  // fence, most likely), whichever way the failure showed first.
+  if (wc.status != IBV_WC_SUCCESS && connection != nullptr && connection->peer != nullptr &&
+      connection->peer->session_ended()) {
+    return Status::PeerFailed("work request to " + where + " failed: " + what +
+                              ": the memory blade ended this client's session, or another client asked it to "
+                              "(fenced: a lock of this client was taken over past its lease); the request was not "
+                              "carried out");
+  }
   switch (wc.status) {
     case IBV_WC_REM_ACCESS_ERR:
       // With memory windows, a blade that dies or ends this session revokes

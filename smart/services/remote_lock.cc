@@ -1,6 +1,7 @@
 #include "smart/remote_lock.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <random>
 #include <thread>
@@ -91,6 +92,57 @@ uint32_t RandomLease() {
 uint64_t NextLease(uint64_t word) { return WithLease(word, LeaseOf(word) + 1); }
 
 // ---------------------------------------------------------------------------
+// The fence
+
+Status FenceSession(Initiator& initiator, node_t node, SessionId session, uint64_t* scratch,
+                    const LeaseOptions& options, bool* ended) {
+  *ended = false;
+  if (options.fence == FenceMode::kNever || session.slot == 0 || session.slot >= kMaxSessions) return Status::OK();
+  const bool soft = initiator.transport() != TransportKind::kVerbs;
+  if (options.fence == FenceMode::kWhereHard && soft) return Status::OK();
+  const SessionId own = initiator.session(node);
+  if (own.slot == session.slot && own.incarnation == session.incarnation) return Status::OK();
+  const GlobalAddress session_word(node, SessionWordAddress(session.slot));
+  const uint64_t current = kSessionAliveBit | session.incarnation;
+  const uint64_t deadline = MonotonicNs() + options.fence_wait_ns;
+  for (;;) {
+    Status s = initiator.read(scratch, session_word, 8, Option::kSync);
+    if (!s.ok()) return s;
+    const uint64_t word = scratch[0];
+    if ((word & kSessionAliveBit) == 0 || (word & kSessionIncarnationMask) != session.incarnation) {
+      *ended = true;  // ended: by the fence, or on its own meanwhile
+      break;
+    }
+    if ((word & kSessionFenceBit) == 0) {
+      // The expected value is the whole word, so the bit can only land on
+      // this very session; a lost race (or a broken connection) shows in the
+      // next read.
+      s = initiator.compare_and_swap(scratch, session_word, current, current | kSessionFenceBit, Option::kSync);
+      (void)s;
+    }
+    if (MonotonicNs() >= deadline) {
+      SMART_WARN("remote lock: memory node %d did not end session %d (incarnation %d) within %.1f s of the fence "
+                 "request; going on with it unfenced",
+                 static_cast<int>(node), session.slot, session.incarnation,
+                 static_cast<double>(options.fence_wait_ns) / 1e9);
+      return Status::OK();
+    }
+    Pause(500000);  // the blade looks every few milliseconds
+  }
+  if (soft) {
+    // Said once per process, where it happens: what the shm fence does not cover.
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) {
+      SMART_WARN("remote lock: fenced session %d on memory node %d over shm: the blade ended it, and that client's "
+                 "own provider refuses its writes and atomics from now on; shm has no hard fence, so a write the "
+                 "client was already copying when it stopped can still land (README, \"Fencing\")",
+                 session.slot, static_cast<int>(node));
+    }
+  }
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------------------
 // LeaseWatch
 
 LeaseWatch::LeaseWatch(Initiator& initiator, node_t node, uint64_t* scratch, const LeaseOptions& options)
@@ -109,39 +161,11 @@ Status LeaseWatch::session_alive(uint64_t word, bool* alive) {
 
 void LeaseWatch::fence(uint64_t word) {
   fenced_ = false;
-  if (options_.fence == FenceMode::kNever || !IsHeldLockWord(word)) return;
-  if (options_.fence == FenceMode::kWhereHard && initiator_.transport() != TransportKind::kVerbs) return;
-  const LockOwner o = DecodeLockWord(word);
-  const SessionId own = initiator_.session(node_);
-  if (own.slot == o.session.slot && own.incarnation == o.session.incarnation) return;
-  const GlobalAddress session_word(node_, SessionWordAddress(o.session.slot));
-  const uint64_t deadline = MonotonicNs() + options_.fence_wait_ns;
-  for (;;) {
-    bool alive = true;
-    const Status s = session_alive(word, &alive);
-    if (!s.ok()) {
-      SMART_WARN("remote lock: cannot fence %s on memory node %d: %s", DescribeLockWord(word).c_str(),
-                 static_cast<int>(node_), s.ToString().c_str());
-      return;
-    }
-    if (!alive) {
-      fenced_ = true;  // ended: by the fence, or on its own meanwhile
-      return;
-    }
-    const uint64_t session = scratch_[0];  // the word session_alive read
-    if ((session & kSessionFenceBit) == 0) {
-      // The expected value is the whole word, so the bit can only land on
-      // this very session; a lost race shows in the next read.
-      // A failed CAS (a broken connection) shows in the next read too.
-      (void)initiator_.compare_and_swap(scratch_, session_word, session, session | kSessionFenceBit, Option::kSync);
-    }
-    if (MonotonicNs() >= deadline) {
-      SMART_WARN("remote lock: memory node %d did not fence %s within %.1f s; holding the lock unfenced",
-                 static_cast<int>(node_), DescribeLockWord(word).c_str(),
-                 static_cast<double>(options_.fence_wait_ns) / 1e9);
-      return;
-    }
-    Pause(500000);  // the blade looks every few milliseconds
+  if (!IsHeldLockWord(word)) return;
+  const Status s = FenceSession(initiator_, node_, DecodeLockWord(word).session, scratch_, options_, &fenced_);
+  if (!s.ok()) {
+    SMART_WARN("remote lock: cannot fence %s on memory node %d: %s", DescribeLockWord(word).c_str(),
+               static_cast<int>(node_), s.ToString().c_str());
   }
 }
 

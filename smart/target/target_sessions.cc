@@ -162,9 +162,16 @@ void Target::Impl::fence_requested_sessions() {
     }
   }
   for (std::unique_ptr<Session>& gone : fenced) {
-    SMART_WARN("memory blade: fencing client %s (session %d): another client found a lock of it past its lease; its "
-               "memory windows and queue pairs go, and it must connect again",
-               gone->peer.c_str(), gone->slot);
+    if (device->kind() == TransportKind::kVerbs) {
+      SMART_WARN("memory blade: fencing client %s (session %d): another client found a lock of it past its lease; "
+                 "its memory windows and queue pairs go, and it must connect again",
+                 gone->peer.c_str(), gone->slot);
+    } else {
+      SMART_WARN("memory blade: fencing client %s (session %d): another client found a lock of it past its lease; "
+                 "over shm the client keeps the pool mapped and its own provider refuses its writes from now on "
+                 "(a soft fence); it must connect again",
+                 gone->peer.c_str(), gone->slot);
+    }
     // Why, for the client's log; best effort, the connection closes next.
     const std::string why = "fenced: another client found a lock of this session past its lease";
     ssize_t ignored = send(gone->fd, why.data(), why.size(), MSG_DONTWAIT | MSG_NOSIGNAL);

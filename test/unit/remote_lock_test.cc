@@ -157,17 +157,24 @@ TEST_F(RemoteLockTest, DeadHoldersLockIsTakenOverThroughTheSessionTable) {
   EXPECT_EQ(*remote_word(kLockOffset), lb.word());
 }
 
+LeaseOptions UnfencedLease(uint64_t ms) {
+  LeaseOptions o = ShortLease(ms);
+  o.fence = FenceMode::kNever;
+  return o;
+}
+
 TEST_F(RemoteLockTest, PausedHolderLosesItsLockAfterTheLeaseAndCannotRelease) {
   auto a = Client(), b = Client();
-  RemoteLock la(*a, GlobalAddress(0, kLockOffset), Scratch(*a), ShortLease(50));
+  // Without the fence, what the lock word alone does: the holder's CASes
+  // find out.
+  RemoteLock la(*a, GlobalAddress(0, kLockOffset), Scratch(*a), UnfencedLease(50));
   { const Status st = la.acquire(); ASSERT_TRUE(st.ok()) << st.ToString(); }
   // `a` stays connected but stops renewing, as if paused.
-  RemoteLock lb(*b, GlobalAddress(0, kLockOffset), Scratch(*b), ShortLease(50));
+  RemoteLock lb(*b, GlobalAddress(0, kLockOffset), Scratch(*b), UnfencedLease(50));
   LockAcquireInfo info;
   ASSERT_TRUE(lb.acquire(&info).ok());
   EXPECT_TRUE(info.took_over);
   EXPECT_FALSE(info.by_session);
-  // shm has no hard fence: the paused holder keeps its session.
   EXPECT_FALSE(info.fenced);
   EXPECT_NE(session_word(a->session(0).slot) & kSessionAliveBit, 0u);
   const uint64_t owner_b = *remote_word(kLockOffset);
@@ -182,11 +189,8 @@ TEST_F(RemoteLockTest, PausedHolderLosesItsLockAfterTheLeaseAndCannotRelease) {
   ASSERT_TRUE(lb.release().ok());
 }
 
-LeaseOptions FencingLease(uint64_t ms) {
-  LeaseOptions o = ShortLease(ms);
-  o.fence = FenceMode::kAlways;  // shm has no hard fence; the session still ends
-  return o;
-}
+// The default: a take-over by lease fences, on shm as on verbs.
+LeaseOptions FencingLease(uint64_t ms) { return ShortLease(ms); }
 
 TEST_F(RemoteLockTest, ATakeOverByLeaseEndsTheHoldersSessionBeforeItReturns) {
   auto a = Client(), b = Client();
@@ -206,6 +210,35 @@ TEST_F(RemoteLockTest, ATakeOverByLeaseEndsTheHoldersSessionBeforeItReturns) {
   // The fenced client's requests fail from then on.
   uint64_t* scratch = Scratch(*a);
   WaitUntil([&] { return !a->read(scratch, GlobalAddress(0, kCounterOffset), 8, Option::kSync).ok(); });
+  ASSERT_TRUE(lb.release().ok());
+}
+
+// The window fencing exists for: the holder renewed, then stopped with its
+// write posted but not yet carried out (shm carries requests out when it
+// polls). Taken over and fenced meanwhile, it must not land that write over
+// the new holder's, and it learns why.
+TEST_F(RemoteLockTest, AWriteThePausedHolderPostedBeforeTheTakeOverNeverLands) {
+  auto a = Client(), b = Client();
+  RemoteLock la(*a, GlobalAddress(0, kLockOffset), Scratch(*a), FencingLease(50));
+  { const Status st = la.acquire(); ASSERT_TRUE(st.ok()) << st.ToString(); }
+  ASSERT_TRUE(la.renew().ok());
+  uint64_t* mine = Scratch(*a);
+  mine[0] = 0xaaaa;
+  ASSERT_TRUE(a->write(mine, GlobalAddress(0, kCounterOffset), 8, Option::kPost).ok());
+  // `a` pauses here: posted, not polled. `b` takes over and writes.
+  RemoteLock lb(*b, GlobalAddress(0, kLockOffset), Scratch(*b), FencingLease(50));
+  LockAcquireInfo info;
+  ASSERT_TRUE(lb.acquire(&info).ok());
+  ASSERT_TRUE(info.took_over);
+  ASSERT_TRUE(info.fenced);
+  uint64_t* theirs = Scratch(*b);
+  theirs[0] = 0xbbbb;
+  ASSERT_TRUE(b->write(theirs, GlobalAddress(0, kCounterOffset), 8, Option::kSync).ok());
+  // `a` resumes: its write completes with an error and changed nothing.
+  const Status s = a->sync();
+  EXPECT_EQ(s.code(), Status::Code::kPeerFailed) << s.ToString();
+  EXPECT_NE(s.message().find("ended this client's session"), std::string::npos) << s.message();
+  EXPECT_EQ(*remote_word(kCounterOffset), 0xbbbbu);
   ASSERT_TRUE(lb.release().ok());
 }
 

@@ -153,6 +153,10 @@ void ShmQueuePair::connect(const QueuePairEndpoint&, std::shared_ptr<PeerMemory>
     for (int i = 0; i < region_count_; ++i) regions_[i] = peer_->regions_[i];
     peer_failed_ = peer_->failed_flag();
   }
+  if (peer_ != nullptr) {
+    session_word_ = peer_->session_word();
+    session_current_ = peer_->session_current();
+  }
   connected_ = true;
   connected_to_peer_ = peer_ != nullptr;
   lone_post_ = connected_to_peer_ && options_.max_sge >= 1 && nic_ == nullptr;
@@ -381,15 +385,28 @@ inline uint64_t ShmCompletionQueue::ready_cycles() const {
     const RingEntry& e = ring[head & mask];
     if (e.ready_cycles > now) break;
     // Carried out exactly once, in post order, before its completion (and
-    // before any later request's) is handed out.
-    if (__builtin_expect(e.status == IBV_WC_SUCCESS, 1)) Execute(e);
+    // before any later request's) is handed out. A WRITE or atomic first
+    // checks that its session was not fenced meanwhile (guard_session).
+    uint8_t status = e.status;
+    if (__builtin_expect(status == IBV_WC_SUCCESS, 1)) {
+      if (__builtin_expect(e.action == RingAction::kRead || e.action == RingAction::kReadScatter, 1) ||
+          e.qp->session_current()) {
+        Execute(e);
+      } else {
+        status = IBV_WC_REM_ACCESS_ERR;
+        e.qp->fenced_request();
+      }
+    }
     ++head;
     if (e.retired == 0) continue;  // unsignaled, or its queue pair is gone
     ShmQueuePair* const qp = e.qp;
+    // An unsignaled request of this queue pair that was fenced fails the
+    // completion that stands for it.
+    if (__builtin_expect(qp->take_fenced_requests(), 0)) status = IBV_WC_REM_ACCESS_ERR;
     ibv_wc& out = wc[n++];
     // Every field written, without a memset of the whole entry first.
     out.wr_id = e.wr_id;
-    out.status = static_cast<ibv_wc_status>(e.status);
+    out.status = static_cast<ibv_wc_status>(status);
     out.opcode = static_cast<ibv_wc_opcode>(kCompletionOpcode[static_cast<int>(e.action)]);
     out.vendor_err = 0;
     out.byte_len = e.byte_len;
@@ -417,7 +434,8 @@ void ShmCompletionQueue::drain_queue_pair(ShmQueuePair* qp) {
   for (uint64_t i = head_; i != tail_; ++i) {
     RingEntry& e = ring_[i & mask_];
     if (e.qp != qp) continue;
-    if (e.status == IBV_WC_SUCCESS && qp->local_still_valid(e)) Execute(e);
+    const bool reads = e.action == RingAction::kRead || e.action == RingAction::kReadScatter;
+    if (e.status == IBV_WC_SUCCESS && qp->local_still_valid(e) && (reads || qp->session_current())) Execute(e);
     e.qp = nullptr;
     e.retired = 0;
     e.status = IBV_WC_WR_FLUSH_ERR;

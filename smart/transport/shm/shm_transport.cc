@@ -157,6 +157,23 @@ class ShmRegion final : public MemoryRegion {
   int memfd_;
 };
 
+void ShmPeerMemory::guard_session(uint64_t word_addr, uint32_t rkey, uint64_t current) {
+  for (const MappedRegion& r : regions_) {
+    if (r.rkey != rkey || word_addr < r.remote_addr || word_addr % 8 != 0 || r.length < 8 ||
+        word_addr - r.remote_addr > r.length - 8) {
+      continue;
+    }
+    session_word_ = reinterpret_cast<const uint64_t*>(r.local + (word_addr - r.remote_addr));
+    session_current_ = current;
+    return;
+  }
+  throw Error("shm transport: the session word at 0x" + [&] {
+    char buf[24];
+    snprintf(buf, sizeof(buf), "%llx", static_cast<unsigned long long>(word_addr));
+    return std::string(buf);
+  }() + " lies in no region of the memory blade");
+}
+
 ShmPeerMemory::~ShmPeerMemory() {
   for (MappedRegion& r : regions_) {
     if (r.local != nullptr) munmap(r.local, r.length);

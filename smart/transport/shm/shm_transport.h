@@ -40,6 +40,14 @@ class ShmPeerMemory final : public PeerMemory {
   void mark_failed() override { failed_.store(true, std::memory_order_release); }
   bool failed() const { return failed_.load(std::memory_order_relaxed); }
   const std::atomic<bool>* failed_flag() const { return &failed_; }
+  void guard_session(uint64_t word_addr, uint32_t rkey, uint64_t current) override;
+  bool session_ended() const override {
+    return session_word_ != nullptr && __atomic_load_n(session_word_, __ATOMIC_ACQUIRE) != session_current_;
+  }
+  // The session word in this process's mapping (nullptr: unguarded) and the
+  // value it holds while the session is current.
+  const uint64_t* session_word() const { return session_word_; }
+  uint64_t session_current() const { return session_current_; }
 
   // Translates a peer address; nullptr when the rkey is unknown or the range
   // leaves the region.
@@ -57,6 +65,8 @@ class ShmPeerMemory final : public PeerMemory {
 
  private:
   std::atomic<bool> failed_{false};
+  const uint64_t* session_word_ = nullptr;
+  uint64_t session_current_ = 0;
 };
 
 struct LocalRegion {
@@ -126,6 +136,24 @@ class ShmQueuePair final : public QueuePair {
   uint32_t qp_num() const { return qp_num_; }
   // Whether a queued request's local memory is still registered (cold).
   bool local_still_valid(const RingEntry& e) const;
+  // The soft fence (PeerMemory::guard_session): false once this queue
+  // pair's session word no longer holds its session, i.e. the memory blade
+  // ended the session or another client asked for it to be fenced. Then the
+  // queue pair goes to the error state: what is posted later is flushed.
+  bool session_current() {
+    if (session_word_ == nullptr) return true;
+    if (__builtin_expect(__atomic_load_n(session_word_, __ATOMIC_ACQUIRE) == session_current_, 1)) return true;
+    error_state_ = true;
+    return false;
+  }
+  // A request of this queue pair was refused by the soft fence; the next
+  // completion it hands out reports it (take_fenced_requests).
+  void fenced_request() { ++fenced_requests_; }
+  bool take_fenced_requests() {
+    if (__builtin_expect(fenced_requests_ == 0, 1)) return false;
+    fenced_requests_ = 0;
+    return true;
+  }
 
   // Largest send queue: a completion's retired count fits RingEntry::retired.
   static constexpr int kMaxSendWr = 65535;
@@ -173,6 +201,9 @@ class ShmQueuePair final : public QueuePair {
   MappedRegion regions_[kMaxPeerRegions];
   int region_count_ = 0;
   const std::atomic<bool>* peer_failed_ = nullptr;
+  const uint64_t* session_word_ = nullptr;  // the soft fence's word; nullptr: none
+  uint64_t session_current_ = 0;
+  uint32_t fenced_requests_ = 0;  // refused, not yet reported by a completion
   bool connected_ = false;
   bool connected_to_peer_ = false;  // connected, with peer memory to address
   // connected_to_peer_, one scatter entry allowed and no NIC model: a lone

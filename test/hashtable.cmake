@@ -8,9 +8,8 @@ add_executable(hashtable_unit_tests
   unit/hashtable_race_test.cc
   unit/hashtable_table_test.cc
   unit/hashtable_torn_view_test.cc
-  unit/writer_log_check_test.cc
-  ${PROJECT_SOURCE_DIR}/apps/hashtable/writer_log.cc)
-target_link_libraries(hashtable_unit_tests PRIVATE smart_hashtable GTest::gtest GTest::gtest_main)
+  unit/writer_log_check_test.cc)
+target_link_libraries(hashtable_unit_tests PRIVATE smart_hashtable smart_check GTest::gtest GTest::gtest_main)
 target_include_directories(hashtable_unit_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit)
 gtest_discover_tests(hashtable_unit_tests PROPERTIES LABELS unit TIMEOUT 120)
 

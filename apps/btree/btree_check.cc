@@ -22,13 +22,13 @@
 #include "smart/initiator.h"
 #include "smart/logging.h"
 #include "smart/task.h"
-#include "writer_log.h"
+#include "smart/check/writer_log.h"
 
 namespace {
 
 using namespace smart;
 using btree::BTree;
-namespace wl = smart::hashtable;  // the writer logs of the hash table's tests
+namespace wl = smart::check;  // the checkers' writer logs (smart/check/writer_log.h)
 
 constexpr uint64_t kKeyStride = 1000003;
 

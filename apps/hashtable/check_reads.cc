@@ -8,7 +8,7 @@
 
 #include "check_support.h"
 #include "layout.h"
-#include "op_history.h"
+#include "smart/check/op_history.h"
 #include "smart/ycsb.h"
 
 namespace smart::hashtable::check {
@@ -190,14 +190,14 @@ int Torn(Checker& c, const Options&) {
 // stays in the history without a response (its outcome is unknown).
 int Contend(Checker& c, const Options& o) {
   if (o.to <= o.from) throw Error("contend needs keys: --to must be above --from");
-  hashtable::HistoryRecorder history(o.history);
+  smart::check::HistoryRecorder history(o.history);
   const ycsb::ZipfianParams zipf(o.to - o.from, o.zipf);
   const uint64_t end = NowNs() + static_cast<uint64_t>(o.duration * 1e9);
   const uint64_t period = o.ops == 0 ? 0 : std::max<uint64_t>(1, static_cast<uint64_t>(o.duration * 1e9) / o.ops);
   std::atomic<uint64_t> ops{0}, found{0}, not_found{0};
   c.run([&](int worker, uint64_t, uint64_t) {
     ycsb::Random random(static_cast<uint64_t>(o.writer) * 1000003u + static_cast<uint64_t>(worker) + 1);
-    hashtable::HistoryRecorder::Op op;
+    smart::check::HistoryRecorder::Op op;
     op.client = "w" + std::to_string(o.writer) + "." + std::to_string(worker);
     std::string value;
     while (NowNs() < end && !c.failed() && (o.ops == 0 || op.seq < o.ops)) {

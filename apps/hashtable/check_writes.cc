@@ -4,24 +4,27 @@
 #include <atomic>
 
 #include "check_support.h"
-#include "writer_log.h"
+#include "smart/check/writer_log.h"
 
 namespace smart::hashtable::check {
+
+using smart::check::WriteRecorder;
+using smart::check::WriterLog;
 
 namespace {
 
 // A worker of a writing command: its key ids are first, first + step, ...
 // below --to; it records in `log` (through `recorder`) each operation it
 // was told succeeded.
-using WriterWork = std::function<void(hashtable::WriteRecorder& recorder, hashtable::WriterLog& log,
+using WriterWork = std::function<void(smart::check::WriteRecorder& recorder, smart::check::WriterLog& log,
                                       uint64_t first, uint64_t step)>;
 
 // Runs `work` on every worker, merges the workers' logs into the one this
 // writer saves (--log), and ends with the command's summary.
 int RunWriters(Checker& c, const Options& o, const std::string& what, const WriterWork& work) {
-  hashtable::WriteRecorder recorder(o.writer, o.logs.empty() ? "" : o.logs.front());
+  smart::check::WriteRecorder recorder(o.writer, o.logs.empty() ? "" : o.logs.front());
   c.run([&](int, uint64_t first, uint64_t step) {
-    hashtable::WriterLog log;
+    smart::check::WriterLog log;
     work(recorder, log, first, step);
     recorder.merge(log);
   });
@@ -92,8 +95,8 @@ int Update(Checker& c, const Options& o) {
 // its value (or its absence), and one copy of a present key, none of an
 // absent one.
 int CheckLog(Checker& c, const Options& o) {
-  const auto writes = hashtable::LoadWriterLogs(o.logs);
-  const std::vector<hashtable::LoggedWrite> none;
+  const auto writes = smart::check::LoadWriterLogs(o.logs);
+  const std::vector<smart::check::LoggedWrite> none;
   std::atomic<uint64_t> present{0}, absent{0};
   c.run([&](int, uint64_t first, uint64_t step) {
     std::string value;
@@ -108,7 +111,7 @@ int CheckLog(Checker& c, const Options& o) {
       }
       s = c.table().search(Key(id), &value);
       if (s.code() == Status::Code::kNotFound) {
-        const std::string wrong = hashtable::CheckAbsentAgainstLog(id, ops);
+        const std::string wrong = smart::check::CheckAbsentAgainstLog(id, ops);
         if (!wrong.empty()) c.fail(wrong);
         if (copies != 0) c.fail(Key(id) + " is not found, but " + std::to_string(copies) + " copies of it are in the table");
         absent.fetch_add(1);
@@ -126,7 +129,7 @@ int CheckLog(Checker& c, const Options& o) {
         continue;
       }
       const std::string wrong = ops.empty() ? Key(id) + " is present, but no writer logged a write of it"
-                                            : hashtable::CheckAgainstLog(id, writer, seq, ops);
+                                            : smart::check::CheckAgainstLog(id, writer, seq, ops);
       if (!wrong.empty()) c.fail(wrong);
       present.fetch_add(1);
     }
@@ -157,7 +160,7 @@ int Churn(Checker& c, const Options& o) {
     for (int round = 1; round <= o.rounds && !c.failed(); ++round) {
       for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
         const uint64_t start = NowNs();
-        if (hashtable::ChurnDeletes(o.writer, id, round)) {
+        if (smart::check::ChurnDeletes(o.writer, id, round)) {
           Status s = c.table().remove(Key(id));
           if (s.ok()) recorder.deleted(&log, id, start);
           if (!s.ok() && s.code() != Status::Code::kNotFound) c.fail("delete " + Key(id) + ": " + s.ToString());

@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include "smart/status.h"
-#include "../../apps/hashtable/writer_log.h"
+#include "smart/check/writer_log.h"
 
-namespace smart::hashtable {
+namespace smart::check {
 namespace {
 
 LoggedWrite Write(int writer, uint64_t seq, uint64_t start, uint64_t end) { return {writer, seq, start, end, false}; }
@@ -82,4 +82,4 @@ TEST(WriterLogCheck, LogsRoundTripAndBadLinesAreNamed) {
 }
 
 }  // namespace
-}  // namespace smart::hashtable
+}  // namespace smart::check

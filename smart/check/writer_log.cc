@@ -1,4 +1,4 @@
-#include "writer_log.h"
+#include "smart/check/writer_log.h"
 
 #include <cinttypes>
 #include <cstdio>
@@ -8,7 +8,7 @@
 #include "smart/bench.h"
 #include "smart/status.h"
 
-namespace smart::hashtable {
+namespace smart::check {
 
 namespace {
 
@@ -117,4 +117,4 @@ std::string CheckAbsentAgainstLog(uint64_t id, const std::vector<LoggedWrite>& w
   return key + " is absent, but " + Describe(*lost) + " started after every acknowledged delete of it returned: lost";
 }
 
-}  // namespace smart::hashtable
+}  // namespace smart::check

@@ -1,4 +1,5 @@
-// Writer logs for the integration checkers (hashtable_check, btree_check):
+// Writer logs for the integration checkers (hashtable_check, btree_check;
+// the library smart_check, which is not part of the engine):
 // each writer process records, per key, its last acknowledged operation (a
 // write with its sequence number, or a delete) and the interval, on the
 // host's monotonic clock, during which the call ran. A checker compares the
@@ -20,7 +21,7 @@
 #include <string>
 #include <vector>
 
-namespace smart::hashtable {
+namespace smart::check {
 
 struct LoggedWrite {
   int writer = 0;
@@ -80,4 +81,4 @@ std::string CheckAgainstLog(uint64_t id, int writer, uint64_t seq, const std::ve
 // when it may, else the acknowledged write that was lost.
 std::string CheckAbsentAgainstLog(uint64_t id, const std::vector<LoggedWrite>& writes);
 
-}  // namespace smart::hashtable
+}  // namespace smart::check

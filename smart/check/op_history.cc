@@ -1,4 +1,4 @@
-#include "op_history.h"
+#include "smart/check/op_history.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include "smart/bench.h"
 #include "smart/status.h"
 
-namespace smart::hashtable {
+namespace smart::check {
 
 HistoryRecorder::HistoryRecorder(const std::string& path) {
   if (path.empty()) return;
@@ -40,4 +40,4 @@ void HistoryRecorder::complete(const Op& op, const std::string& output) {
              ' ' + std::to_string(op.call_ns) + ' ' + std::to_string(return_ns) + '\n');
 }
 
-}  // namespace smart::hashtable
+}  // namespace smart::check

@@ -4,9 +4,9 @@
 //
 //   client seq key kind input output call_ns return_ns
 //
-// kind is search, insert, update or delete; input is the value written ("-"
-// for search and delete); output is "ok", "not-found" or (search) the value
-// read. Times are CLOCK_MONOTONIC nanoseconds, which every process on a host
+// kind is search, insert, update, delete or rmw; input is the value written
+// ("-" for search, delete and rmw); output is "ok", "not-found", or the value
+// a search read or an rmw wrote. Times are CLOCK_MONOTONIC nanoseconds, which every process on a host
 // shares. Before an operation starts, its record is written with output "?"
 // and return_ns "-"; when it returns, the record is written again, complete,
 // with the same client and seq. A record never completed is an operation
@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <string>
 
-namespace smart::hashtable {
+namespace smart::check {
 
 class HistoryRecorder {
  public:
@@ -54,4 +54,4 @@ class HistoryRecorder {
   bool ok_ = true;
 };
 
-}  // namespace smart::hashtable
+}  // namespace smart::check

@@ -1,7 +1,9 @@
 # SMART-DTX tests: unit tests (GoogleTest, memory blades inside the process).
 add_executable(dtx_unit_tests
+  unit/dtx_commit_failure_test.cc
   unit/dtx_driver_test.cc
   unit/dtx_history_test.cc
+  unit/dtx_insert_test.cc
   unit/dtx_layout_test.cc
   unit/dtx_recovery_race_test.cc
   unit/dtx_recovery_test.cc

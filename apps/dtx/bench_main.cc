@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <memory>
 
 #include "recovery.h"
@@ -31,9 +32,13 @@ BenchMain::BenchMain(std::string name, const std::string& about)
   app_.add_option("--dump-file", dump_, "CSV file to append to (\"\" for none)");
   app_.add_option("--history", history_, "append every committed transaction's reads and writes to this file");
   app_.add_option("--delta-file", delta_file_,
-                  "append what the committed transactions added to the checked sum to this file");
+                  "append what the committed transactions added to the checked sum to this file, and a line "
+                  "?DELTA for each transaction whose outcome is unknown");
   app_.add_option("--expect-delta", expect_delta_,
                   "with --check-only: what all clients' committed transactions added to the checked sum");
+  app_.add_option("--maybe-delta", maybe_deltas_,
+                  "with --check-only: what a transaction of unknown outcome adds if it took effect; the check "
+                  "accepts the sum with or without it (repeatable)");
   app_.add_flag("--verify", verify_,
                 "after the run: the database matches the load and the committed transactions, backups equal "
                 "primaries, no lock is left");
@@ -123,6 +128,36 @@ int BenchMain::run(int argc, char** argv, const std::function<Workload(Transacti
   }
 }
 
+namespace {
+
+// The workload's check against `delta` plus what some of the transactions
+// of unknown outcome added: each took effect or did not, so the database
+// must match one of the sums. "" or what is wrong.
+std::string CheckWithUnknowns(const Workload& w, Database& db, int64_t delta, const std::vector<int64_t>& maybe) {
+  constexpr size_t kMaxSums = 64;
+  std::set<int64_t> sums = {delta};
+  for (int64_t d : maybe) {
+    std::set<int64_t> more = sums;
+    for (int64_t s : sums) more.insert(s + d);
+    sums.swap(more);
+    if (sums.size() > kMaxSums) {
+      return std::to_string(maybe.size()) + " transactions of unknown outcome make more than " +
+             std::to_string(kMaxSums) + " possible sums to check";
+    }
+  }
+  std::string first;
+  for (int64_t s : sums) {
+    std::string problem = w.check(db, s);
+    if (problem.empty()) return "";
+    if (first.empty()) first = problem;
+  }
+  if (maybe.empty()) return first;
+  return first + " (nor with any of the " + std::to_string(maybe.size()) +
+         " transactions of unknown outcome taking effect)";
+}
+
+}  // namespace
+
 int BenchMain::run_workload(const Workload& w, const TransactionConfig& config, SmartConfig smart_config) {
   const bool verbose = !quiet_;
   const char* bench = bench_.c_str();
@@ -192,13 +227,14 @@ int BenchMain::run_workload(const Workload& w, const TransactionConfig& config, 
     if (!delta_file_.empty()) {
       std::ofstream out(delta_file_, std::ios::app);
       out << r.delta << "\n";
+      for (int64_t d : r.unknown_deltas) out << "?" << d << "\n";
       if (!out) throw Error("writing " + delta_file_ + " failed");
     }
   }
   int rc = 0;
-  if (r.failed > 0) {
-    fprintf(stderr, "%s: %" PRIu64 " transaction(s) failed; the first: %s\n", bench, r.failed,
-            r.first_failure.c_str());
+  if (r.failed > 0 || r.unknown > 0) {
+    fprintf(stderr, "%s: %" PRIu64 " transaction(s) failed, %" PRIu64 " of unknown outcome; the first: %s\n", bench,
+            r.failed, r.unknown, r.first_failure.c_str());
     rc = 1;
   }
   if (check_only_) {
@@ -207,10 +243,16 @@ int BenchMain::run_workload(const Workload& w, const TransactionConfig& config, 
     Status s = SweepDeadLocks(db, &swept);
     if (!s.ok()) throw Error("recovering dead clients' locks: " + s.ToString());
     if (verbose || swept > 0) SMART_INFO("%s: check: %d lock(s) of dead clients recovered before checking", bench, swept);
+    int repaired = 0;
+    s = RepairChainLinks(db, &repaired);
+    if (!s.ok()) throw Error("repairing overflow links on the backups: " + s.ToString());
+    if (repaired > 0) SMART_INFO("%s: check: %d overflow link(s) a dead client left off its backups repaired", bench, repaired);
   }
   if (verify_ || check_only_) {
     const int64_t delta = app_.count("--expect-delta") ? expect_delta_ : r.delta;
-    std::string problem = w.check(db, delta);
+    std::vector<int64_t> maybe = maybe_deltas_;
+    maybe.insert(maybe.end(), r.unknown_deltas.begin(), r.unknown_deltas.end());
+    std::string problem = CheckWithUnknowns(w, db, delta, maybe);
     if (problem.empty()) problem = CompareReplicas(db);
     if (problem.empty()) problem = FindLeftLocks(db);
     if (!problem.empty()) {

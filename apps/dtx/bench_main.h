@@ -64,6 +64,7 @@ class BenchMain {
   double duration_ = -1;
   uint64_t transactions_ = 0;
   int64_t expect_delta_ = 0;
+  std::vector<int64_t> maybe_deltas_;  // --maybe-delta
   bool verify_ = false, quiet_ = false, check_only_ = false;
   std::string sync_;            // --sync GROUP:N
   StartGroup group_;            // --sync, parsed

@@ -48,6 +48,7 @@ void DtxStats::add(const DtxStats& o) {
   aborted_conflict += o.aborted_conflict;
   aborted_logical += o.aborted_logical;
   failed += o.failed;
+  unknown += o.unknown;
   rdma_ops += o.rdma_ops;
   round_trips += o.round_trips;
   torn_reads += o.torn_reads;

@@ -39,7 +39,8 @@ struct DtxStats {
   uint64_t committed = 0;
   uint64_t aborted_conflict = 0;   ///< a lock held, a version moved, an insert raced
   uint64_t aborted_logical = 0;    ///< the application aborted, or a key was missing
-  uint64_t failed = 0;             ///< an error other than an abort
+  uint64_t failed = 0;             ///< an error other than an abort (nothing took effect)
+  uint64_t unknown = 0;            ///< commits whose outcome was not known when they returned
   uint64_t rdma_ops = 0;           ///< work requests posted
   uint64_t round_trips = 0;        ///< waits for completions
   uint64_t torn_reads = 0;         ///< slots re-read after a CRC mismatch

@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <sys/mman.h>
 
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "smart/status.h"
@@ -84,7 +86,6 @@ class AddressCache {
 
 struct Database::ThreadState {
   DtxStats stats;
-  uint32_t next_tx = 0;
   // Registered buffers of recoveries (recovery.cc), one set per task of the
   // thread (a recovery waits for its reads, and the thread's other tasks
   // may recover meanwhile); allocated on a task's first recovery.
@@ -93,8 +94,31 @@ struct Database::ThreadState {
     char* slot = nullptr;        // a slot (the widest of the database)
     uint64_t* word = nullptr;    // 2 words
     uint64_t* claim = nullptr;   // 2 words: the recovery claim's scratch
+    uint64_t* fence = nullptr;   // 1 word: FenceSession's scratch
   };
   std::vector<RecoveryBuffers> recovery;
+  // Each task's undo-log slot (one per task on every blade): the
+  // Transaction whose undo record it holds until that transaction ends, and
+  // a commit whose outcome is not settled yet (its writes failed midway:
+  // some replicas may hold the new images). Until that commit is settled no
+  // transaction of the task may write the slot: recovery needs the record.
+  struct LogSlot {
+    const Transaction* user = nullptr;
+    bool unsettled = false;
+    GlobalAddress settle_at;   // a primary the unsettled commit locked
+    uint64_t settle_lock = 0;  // its lock word there
+    std::string why;           // what failed the commit
+  };
+  std::vector<LogSlot> log_slots = std::vector<LogSlot>(kMaxTasksPerThread);
+  // Counts the thread's transactions for their ids (Transaction::id()).
+  uint32_t next_tx_id = 0;
+  // Slots that failed their check with no lock on them, by (table, node,
+  // slot): the CRC of what was read and how many reads in a row read it.
+  struct DamageWatch {
+    uint32_t crc = 0;
+    int seen = 0;
+  };
+  std::map<std::tuple<uint16_t, uint64_t, int>, DamageWatch> damage;
 };
 
 /// Fills db.images_ with every table's built image: populate() rows placed in

@@ -5,7 +5,9 @@
 #include <cstring>
 
 #include "db_internal.h"
+#include "smart/crc32c.h"
 #include "smart/fault_injection.h"
+#include "smart/logging.h"
 #include "smart/initiator.h"
 #include "smart/remote_lock.h"
 #include "smart/task.h"
@@ -16,6 +18,10 @@ namespace smart::dtx {
 
 Status Transaction::execute() {
   if (!active_) return Status::InvalidArgument("dtx: execute() outside a transaction");
+  // A commit of this task that failed midway is settled before anything
+  // else: its undo record must stay where recovery finds it.
+  Status settled = settle_earlier();
+  if (!settled.ok()) return abort_with(settled);
   bool lookups = false;
   for (Item* it : items_) lookups |= it->lookup_pending;
   if (lookups) {
@@ -27,6 +33,15 @@ Status Transaction::execute() {
       it->located = db_.cache_->find(it->table, it->key, &it->at);
     }
   }
+  // Items whose lock CAS went out this round: a round that fails may have
+  // taken any of them, and the abort must release them (by a CAS from this
+  // transaction's own word, which leaves a lock of another alone).
+  auto give_back_round = [this](Status why) {
+    for (Item* it : items_) {
+      if (it->step == kLockRead) it->locked = true;
+    }
+    return abort_with(why);
+  };
   for (;;) {
     bool issued = false;
     for (Item* it : items_) {
@@ -50,15 +65,15 @@ Status Transaction::execute() {
       } else {  // kStart of a located write, or kLockRead of any: lock and read
         const GlobalAddress slot = SlotAddress(t, 0, it->at);
         it->lock_word = lock_word(slot.node);
+        it->step = kLockRead;
         s = issue_cas(it->word, slot, 0, it->lock_word);
         if (s.ok()) s = issue_read(it->image, slot, t.slot_bytes());
-        it->step = kLockRead;
       }
-      if (!s.ok()) return abort_with(s);
+      if (!s.ok()) return give_back_round(s);
     }
     if (!issued) break;
     Status s = wait();
-    if (!s.ok()) return abort_with(s);
+    if (!s.ok()) return give_back_round(s);
     // Every lock this round took is ours before any item can fail the
     // transaction, so that the abort releases all of them.
     for (Item* it : items_) {
@@ -101,6 +116,9 @@ Status Transaction::finish_fetch(Item& it) {
         if (!names && (it.kind != kInsert || free_slot >= 0)) continue;
         Record r;
         if (!DecodeSlot(slot, vb, &r)) {
+          // A damaged slot of another key is neither free nor this key: an
+          // insert passes it by instead of waiting for it to read whole.
+          if (!names && damaged(t, it.node, i, slot)) continue;
           torn = true;
           break;
         }
@@ -196,6 +214,9 @@ Status Transaction::finish_fetch(Item& it) {
       }
       it.free_when_read = r.lock == 0;
       it.read_version = r.version;
+      // An insert that found its key keeps what it read: commit() refuses a
+      // change to it.
+      if (it.kind == kInsert) memcpy(it.before, it.image, t.slot_bytes());
       it.step = kDone;
       return Status::OK();
     }
@@ -247,8 +268,11 @@ Status Transaction::finish_fetch(Item& it) {
 
 // Takes a spare overflow node (FAA on the table's counter in the primary's
 // catalog) and links it to the end of `it`'s chain: CAS on the primary's
-// link word, then the same link written to the backups. A node whose link
-// CAS lost stays unused.
+// link word, then the link the primary now holds written to the backups,
+// by the winner and by a loser alike (so that one grower's death between
+// the two writes is repaired by the next; an insert into an overflow node
+// writes its chain's links to the backups again, and SweepDeadLocks repairs
+// the rest). A node whose link CAS lost stays unused.
 Status Transaction::grow_chain(Item& it) {
   const TableInfo& t = *it.info;
   uint64_t* word = it.word;
@@ -268,21 +292,55 @@ Status Transaction::grow_chain(Item& it) {
   s = in.compare_and_swap(word, NodeAddress(t, 0, it.node) + link_at, 0, spare + 1, Option::kSync);
   ++stats_->round_trips;
   if (!s.ok()) return s;
-  if (word[0] == 0) {
-    word[1] = spare + 1;
-    for (size_t r = 1; r < t.replicas.size(); ++r) {
-      s = issue_write(&word[1], NodeAddress(t, r, it.node) + link_at, sizeof(uint64_t));
-      if (!s.ok()) return s;
-    }
-    if (t.replicas.size() > 1) {
-      s = wait();
-      if (!s.ok()) return s;
-    }
+  word[1] = word[0] == 0 ? spare + 1 : word[0];
+  if (word[1] - 1 >= t.spec.overflow_nodes) {
+    return Status::Internal("dtx: " + Name(it.table, it.key) + ": bucket node " + std::to_string(it.node) +
+                            " links to node " + std::to_string(word[1] - 1) + " (a corrupt chain)");
+  }
+  FaultPoint("dtx.chain.linked");
+  for (size_t r = 1; r < t.replicas.size(); ++r) {
+    s = issue_write(&word[1], NodeAddress(t, r, it.node) + link_at, sizeof(uint64_t));
+    if (!s.ok()) return s;
+  }
+  if (t.replicas.size() > 1) {
+    s = wait();
+    if (!s.ok()) return s;
   }
   // Read the chain's last node again; the walk goes on from there.
   it.chain_length--;
   it.step = kNodeRead;
   return Status::OK();
+}
+
+}  // namespace smart::dtx
+
+namespace smart::dtx {
+
+namespace {
+// Identical failed reads of a slot with no lock on it before it counts as
+// damaged. A slot being written carries its writer's lock, and a read that
+// caught a lock-free slot mid-write sees it whole at the next read.
+constexpr int kDamagedAfterReads = 8;
+}  // namespace
+
+bool Transaction::damaged(const TableInfo& t, uint64_t node, int slot, const char* bytes) {
+  if (SlotLock(bytes) != 0) return false;
+  Database::ThreadState& ts = db_.thread_state_for_recovery();
+  const uint32_t crc = Crc32c(bytes, t.slot_bytes());
+  Database::ThreadState::DamageWatch& w = ts.damage[std::make_tuple(t.spec.id, node, slot)];
+  if (w.seen > 0 && w.crc == crc) {
+    ++w.seen;
+  } else {
+    w = Database::ThreadState::DamageWatch{crc, 1};
+  }
+  if (w.seen == kDamagedAfterReads) {
+    LogPrintf(LogLevel::kWarn,
+              "dtx/%s: table %u node %llu slot %d fails its check with no lock on it, %d reads in a row: damaged; "
+              "inserts into its bucket chain pass it by",
+              db_.options().name.c_str(), static_cast<unsigned>(t.spec.id), static_cast<unsigned long long>(node),
+              slot, kDamagedAfterReads);
+  }
+  return w.seen >= kDamagedAfterReads;
 }
 
 }  // namespace smart::dtx

@@ -30,7 +30,8 @@ Buffers& TaskBuffers(Database& db) {
     b.slot = static_cast<char*>(in.alloc_cache(slot));
     b.word = static_cast<uint64_t*>(in.alloc_cache(2 * sizeof(uint64_t)));
     b.claim = static_cast<uint64_t*>(in.alloc_cache(2 * sizeof(uint64_t)));
-    if (!b.log || !b.slot || !b.word || !b.claim) {
+    b.fence = static_cast<uint64_t*>(in.alloc_cache(sizeof(uint64_t)));
+    if (!b.log || !b.slot || !b.word || !b.claim || !b.fence) {
       b = Buffers();
       throw Error("dtx: the initiator cache is exhausted; raise initiator_cache_size");
     }
@@ -116,6 +117,26 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
     return c;
   };
 
+  // The owner may only be paused, with writes of its commit posted or about
+  // to be: it is fenced (FenceSession, the framework's one fence) on every
+  // blade it may write before anything it left is read to decide. First
+  // where its lock was found (which keeps it from changing its undo record
+  // there), then on every blade its undo record went to: the record names
+  // its session on each (a live owner's session on another blade is not
+  // ended by losing this one). A session that ended already is not fenced
+  // again, and a recovery of this client's own transaction fences nothing.
+  auto fence = [&](node_t on, SessionId session) -> Status {
+    bool ended = false;
+    Status f = FenceSession(in, on, session, b.fence, db.options().lease, &ended);
+    if (!f.ok()) {
+      return Status(f.code(), "dtx: cannot fence " + DescribeLockWord(owner) + " on blade " + std::to_string(on) +
+                                  " before recovering its transaction: " + f.message());
+    }
+    return Status::OK();
+  };
+  s = fence(blade, o.session);
+  if (!s.ok()) return s;
+
   // The owner's undo record.
   UndoRecord undo;
   bool have_undo = false;
@@ -124,6 +145,17 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
                 Option::kSync);
     if (!s.ok()) return s;
     have_undo = DecodeUndo(b.log, kLogSlotBytes, SlotBytesOf, &db, &undo).empty();
+  }
+  if (have_undo) {
+    for (const UndoSession& other : undo.sessions) {
+      if (other.blade == blade) continue;
+      if (static_cast<int>(other.blade) >= db.blades()) {
+        return Status::Internal("dtx: an undo record of " + DescribeLockWord(owner) + " names blade " +
+                                std::to_string(other.blade) + " of " + std::to_string(db.blades()));
+      }
+      s = fence(static_cast<node_t>(other.blade), other.session);
+      if (!s.ok()) return s;
+    }
   }
   if (have_undo) {
     have_undo = false;
@@ -190,6 +222,7 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
       Record before;
       DecodeSlot(h.item->before.data(), t.spec.value_bytes, &before);
       for (size_t r = 0; r < t.replicas.size(); ++r) {
+        if (r > 0 || &h != &held.front()) FaultPoint("dtx.recovery.rolling_back");
         s = still_claimed();
         if (!s.ok()) return s;
         EncodeSlot(b.slot, t.spec.value_bytes, r == 0 ? h.lock : 0, before.version + 2, before.key, before.table,
@@ -214,6 +247,39 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
   s = Release(in, b.word, found, found_lock, &released);
   report->released += released;
   return s;
+}
+
+Status RepairChainLinks(Database& db, int* repaired) {
+  *repaired = 0;
+  Initiator& in = db.initiator();
+  Buffers& b = TaskBuffers(db);
+  for (const TableInfo& t : db.tables()) {
+    if (t.replicas.size() < 2) continue;
+    const uint64_t link_at = kSlotsPerNode * t.slot_bytes();
+    for (uint64_t n = 0; n < t.total_nodes(); ++n) {
+      Status s = in.read(b.word, NodeAddress(t, 0, n) + link_at, sizeof(uint64_t), Option::kSync);
+      if (!s.ok()) return s;
+      const uint64_t link = b.word[0];
+      if (link == 0) continue;
+      if (link - 1 >= t.spec.overflow_nodes) {
+        return Status::Internal("dtx: table " + std::to_string(t.spec.id) + " node " + std::to_string(n) +
+                                " links to node " + std::to_string(link - 1) + " of " +
+                                std::to_string(t.spec.overflow_nodes) + " overflow nodes (a corrupt chain)");
+      }
+      for (size_t r = 1; r < t.replicas.size(); ++r) {
+        s = in.read(&b.word[1], NodeAddress(t, r, n) + link_at, sizeof(uint64_t), Option::kSync);
+        if (!s.ok()) return s;
+        if (b.word[1] == link) continue;
+        // A link is set once and never changes: a backup that lacks it (its
+        // grower died between the primary's CAS and the backups' writes)
+        // gets the primary's.
+        s = in.write(b.word, NodeAddress(t, r, n) + link_at, sizeof(uint64_t), Option::kSync);
+        if (!s.ok()) return s;
+        ++*repaired;
+      }
+    }
+  }
+  return Status::OK();
 }
 
 Status SweepDeadLocks(Database& db, int* recovered) {

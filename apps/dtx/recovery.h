@@ -41,6 +41,12 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
 /// led to a recovery. Run it when no transaction of this client is in flight.
 Status SweepDeadLocks(Database& db, int* recovered);
 
+/// Gives every backup the overflow links its primary holds (a client that
+/// died between linking a new overflow node on the primary and on the
+/// backups left them without it). *repaired: links written. Run it when no
+/// chain of this database is growing, as SweepDeadLocks.
+Status RepairChainLinks(Database& db, int* repaired);
+
 /// "rolled back 2 records (4 replicas), released 2 locks" for logs.
 std::string DescribeRecovery(const RecoveryReport& r);
 

@@ -1,6 +1,6 @@
-// The SMART-DTX transaction protocol (transaction.h, DESIGN.md): execution
-// with eager locks, the undo record, validation, the coalescent commit and
-// abort.
+// The SMART-DTX transaction protocol (transaction.h, DESIGN.md): items,
+// locks and their holders, and abort (execution is in fetch.cc, the undo
+// record, validation and commit in commit.cc).
 #include "transaction.h"
 
 #include <algorithm>
@@ -46,16 +46,23 @@ Transaction::Transaction(Database& db) : db_(db) {
   }
   const uint16_t session = db_.initiator().session(0).slot;
   const uint16_t incarnation = db_.initiator().session(0).incarnation;
-  tx_id_ = (uint64_t{session} << 54) | (uint64_t{incarnation} << 40) | (uint64_t(thread & 0xff) << 32) |
-           (uint64_t(task & 0xff) << 24);
+  tx_id_base_ = (uint64_t{session} << 54) | (uint64_t{incarnation} << 40) | (uint64_t(thread & 0xff) << 32);
+  tx_id_ = tx_id_base_;
   lease_ = static_cast<uint32_t>(MonotonicNs());
   owner_words_.assign(static_cast<size_t>(db_.blades()), 0);
+  sessions_.assign(static_cast<size_t>(db_.blades()), SessionId{});
   for (int b = 0; b < db_.blades(); ++b) {
-    owner_words_[static_cast<size_t>(b)] = EncodeLockWord(RemoteLock::Owner(in, static_cast<node_t>(b)));
+    const LockOwner owner = RemoteLock::Owner(in, static_cast<node_t>(b));
+    owner_words_[static_cast<size_t>(b)] = EncodeLockWord(owner);
+    sessions_[static_cast<size_t>(b)] = owner.session;
   }
 }
 
 Transaction::~Transaction() {
+  // An unsettled commit stays the task's to settle (its log slot keeps the
+  // record), whichever Transaction of the task runs next.
+  Database::ThreadState::LogSlot& slot = TaskLogSlot(db_, task_);
+  if (slot.user == this) slot.user = nullptr;
   for (Item* it : items_) delete it;
   for (Item* it : pool_) delete it;
 }
@@ -67,8 +74,17 @@ void Transaction::begin() {
   active_ = true;
   logged_ = false;
   locked_at_ns_ = 0;
-  ++tx_id_;
+  // The thread's tasks share one count: ids stay unique for 2^32 of the
+  // thread's transactions, however they are spread over its tasks.
+  tx_id_ = tx_id_base_ | db_.thread_state_for_recovery().next_tx_id++;
   lease_ = (lease_ + 1) & static_cast<uint32_t>(kLockLeaseMask);
+}
+
+// The transaction is over: its undo record is no longer needed (unless its
+// commit is unsettled, which keeps the slot).
+void Transaction::end_slot_use() {
+  Database::ThreadState::LogSlot& slot = TaskLogSlot(db_, task_);
+  if (slot.user == this && !slot.unsettled) slot.user = nullptr;
 }
 
 int Transaction::add(uint16_t table, uint64_t key, int kind) {
@@ -95,7 +111,8 @@ int Transaction::add(uint16_t table, uint64_t key, int kind) {
     it->before = static_cast<char*>(in.alloc_cache(slot));
     it->word = static_cast<uint64_t*>(in.alloc_cache(2 * sizeof(uint64_t)));
     it->release = static_cast<uint64_t*>(in.alloc_cache(sizeof(uint64_t)));
-    if (!it->buffer || !it->image || !it->backup || !it->before || !it->word || !it->release) {
+    it->link_words = static_cast<uint64_t*>(in.alloc_cache(kMaxChainNodes * sizeof(uint64_t)));
+    if (!it->buffer || !it->image || !it->backup || !it->before || !it->word || !it->release || !it->link_words) {
       delete it;
       throw Error("dtx: the initiator cache is exhausted; raise initiator_cache_size");
     }
@@ -204,228 +221,6 @@ Status Transaction::suspect(GlobalAddress slot, uint64_t lock, bool* recovered) 
   return Status::OK();
 }
 
-// A CAS of each held lock onto itself: kLockLost (the locks still ours are
-// released by the abort) when a recoverer took any of them.
-Status Transaction::check_locks_still_held() {
-  for (Item* it : items_) {
-    if (!it->locked) continue;
-    Status s = issue_cas(it->word, SlotAddress(*it->info, 0, it->at), it->lock_word, it->lock_word);
-    if (!s.ok()) return s;
-  }
-  Status s = wait();
-  if (!s.ok()) return s;
-  std::string lost;
-  for (Item* it : items_) {
-    if (!it->locked || it->word[0] == it->lock_word) continue;
-    it->locked = false;
-    if (lost.empty()) lost = Name(it->table, it->key) + " is now " + DescribeRecordLock(it->word[0]);
-  }
-  if (!lost.empty()) return Status::LockLost("dtx: this transaction's locks were taken over: " + lost);
-  return Status::OK();
-}
-
-// Sends the undo record of every record this transaction will write to each
-// blade holding a replica of one, without waiting: commit() waits before it
-// writes any record in place.
-Status Transaction::write_undo() {
-  UndoRecord record;
-  record.tx_id = tx_id_;
-  std::vector<node_t> blades;
-  for (Item* it : items_) {
-    if (it->kind == kRead || it->exists || !it->locked) continue;
-    record.items.push_back(UndoItem{it->at, std::string(it->before, it->info->slot_bytes()), it->lock_word});
-    for (node_t b : it->info->replicas) {
-      if (std::find(blades.begin(), blades.end(), b) == blades.end()) blades.push_back(b);
-    }
-  }
-  if (record.items.empty()) return Status::OK();
-  if (UndoBytes(record.items) > kLogSlotBytes) {
-    return abort_with(Status::InvalidArgument("dtx: the undo record of " + std::to_string(record.items.size()) +
-                                              " items needs " + std::to_string(UndoBytes(record.items)) +
-                                              " bytes; a log slot holds " + std::to_string(kLogSlotBytes)));
-  }
-  const size_t length = EncodeUndo(record, log_buffer_);
-  for (node_t b : blades) {
-    Status s = issue_write(log_buffer_, db_.log_slot(b, thread_, task_), length);
-    if (!s.ok()) return abort_with(s);
-  }
-  Status s = db_.initiator().post_request();
-  if (!s.ok()) return abort_with(s);
-  in_flight_ = true;
-  logged_ = true;
-  return Status::OK();
-}
-
-// Checks that what the transaction read is still current: read items keep
-// their version and carry no other transaction's lock; inserts find no other
-// copy of their key and no racing insert in their chain.
-Status Transaction::validate(bool* needed) {
-  *needed = false;
-  bool writes = false;
-  int reads = 0;
-  for (Item* it : items_) {
-    if (it->kind != kRead && !it->exists) writes = true;
-    if (it->kind == kRead || it->exists) ++reads;
-  }
-  // A lone read of a record no one held needs no second look: it read a
-  // committed value at one instant.
-  if (!writes && reads == 1 && items_.size() == 1 && items_[0]->free_when_read) return Status::OK();
-  for (Item* it : items_) {
-    if (it->kind == kRead || it->exists) {
-      Status s = issue_read(it->word, SlotAddress(*it->info, 0, it->at), 2 * sizeof(uint64_t));
-      if (!s.ok()) return s;
-      *needed = true;
-    }
-  }
-  // Inserts read their chain again node by node, following links that
-  // appeared since execution (another insert may have grown the chain and
-  // put the same key in the new node).
-  for (int c = 0;; ++c) {
-    bool issued = c == 0 && *needed;
-    for (Item* it : items_) {
-      if (it->kind != kInsert || it->exists || c >= it->chain_length) continue;
-      Status s = issue_read(it->buffer, NodeAddress(*it->info, 0, it->chain[c]), it->info->node_bytes());
-      if (!s.ok()) return s;
-      issued = true;
-    }
-    if (!issued) break;
-    *needed = true;
-    Status s = wait();
-    if (!s.ok()) return s;
-    for (Item* it : items_) {
-      if (c == 0 && (it->kind == kRead || it->exists)) {
-        const uint64_t lock = it->word[0];
-        const uint64_t version = it->word[1];
-        if (version != it->read_version) {
-          return Status::Retry("dtx: " + Name(it->table, it->key) + " moved from version " +
-                               std::to_string(it->read_version) + " to " + std::to_string(version));
-        }
-        bool ours = false;
-        for (Item* other : items_) ours = ours || (other->locked && (lock & ~kInvisible) == other->lock_word);
-        if (lock != 0 && !ours) {
-          bool recovered = false;
-          Status s = suspect(SlotAddress(*it->info, 0, it->at), lock, &recovered);
-          if (!s.ok()) return s;
-          return Status::Retry("dtx: " + Name(it->table, it->key) + " is " + DescribeRecordLock(lock));
-        }
-      }
-      if (it->kind != kInsert || it->exists || c >= it->chain_length) continue;
-      const TableInfo& t = *it->info;
-      const uint64_t link = NodeLink(it->buffer, t.spec.value_bytes);
-      if (c == it->chain_length - 1 && link != 0) {
-        if (link - 1 >= t.spec.overflow_nodes || it->chain_length >= kMaxChainNodes) {
-          return Status::Internal("dtx: " + Name(it->table, it->key) + ": a bucket chain that links to node " +
-                                  std::to_string(link - 1) + " (a corrupt or endless chain)");
-        }
-        it->chain[it->chain_length++] = t.spec.buckets + (link - 1);
-      }
-      for (int i = 0; i < kSlotsPerNode; ++i) {
-        if (it->chain[c] == it->at.node && i == it->at.slot) continue;
-        Record r;
-        if (!DecodeSlot(it->buffer + i * t.slot_bytes(), t.spec.value_bytes, &r)) {
-          return Status::Retry("dtx: " + Name(it->table, it->key) + ": its bucket was being written");
-        }
-        if (r.valid && r.key == it->key && r.table == it->table) {
-          return Status::Retry("dtx: " + Name(it->table, it->key) + " was inserted by another transaction");
-        }
-        if (!r.valid && r.lock != 0) {
-          return Status::Retry("dtx: " + Name(it->table, it->key) + ": another insert into its bucket is in flight");
-        }
-      }
-    }
-  }
-  return Status::OK();
-}
-
-Status Transaction::commit() {
-  if (!active_) return Status::InvalidArgument("dtx: commit() outside a transaction");
-  bool validated = false;
-  Status s = validate(&validated);
-  if (!s.ok()) return abort_with(s);
-  std::vector<Item*> writes;
-  for (Item* it : items_) {
-    if (it->kind != kRead && !it->exists) writes.push_back(it);
-  }
-  if (!writes.empty()) {
-    FaultPoint("dtx.commit.validated");
-    if (locked_at_ns_ != 0 && MonotonicNs() - locked_at_ns_ > db_.options().lease.lease_ns / 4) {
-      // Held long enough that a waiter may have taken this transaction for
-      // dead and recovered it: make sure every lock is still ours before
-      // writing anything in place.
-      s = check_locks_still_held();
-      if (!s.ok()) return abort_with(s);
-    }
-    if (in_flight_) {
-      // The undo record must be on every blade before any record changes.
-      s = wait();
-      if (!s.ok()) return abort_with(s);
-    }
-    for (Item* it : writes) {
-      const TableInfo& t = *it->info;
-      const size_t vb = t.spec.value_bytes;
-      it->new_version = NewVersion(*it);
-      EncodeSlot(it->image, vb, it->lock_word | kInvisible, it->new_version, it->key, it->table,
-                 it->kind != kDelete, it->image + kSlotHeaderBytes);
-      memcpy(it->backup, it->image, t.slot_bytes());
-      SetSlotLock(it->backup, 0);
-      for (size_t r = 0; r < t.replicas.size() && s.ok(); ++r) {
-        FaultPoint("dtx.commit.write");
-        s = issue_write(r == 0 ? it->image : it->backup, SlotAddress(t, r, it->at), t.slot_bytes());
-      }
-      if (!s.ok()) break;
-    }
-    if (s.ok()) s = wait();
-    if (!s.ok()) {
-      // Some replicas may hold the new images: the records stay locked and
-      // committing, for recovery to roll back or forward from the undo log.
-      for (Item* it : writes) it->locked = false;
-      return abort_with(s);
-    }
-    FaultPoint("dtx.commit.release");
-    for (Item* it : writes) {
-      ++stats_->rdma_ops;
-      s = db_.initiator().compare_and_swap(it->release, SlotAddress(*it->info, 0, it->at), it->lock_word | kInvisible,
-                                           0, Option::kNone);
-      if (!s.ok()) break;
-      it->locked = false;
-      if (it->kind == kDelete) {
-        db_.cache_->erase(it->table, it->key);
-      } else if (it->kind == kInsert) {
-        db_.cache_->put(it->table, it->key, it->at);
-      }
-    }
-    Status posted = db_.initiator().post_request();
-    in_flight_ = true;
-    if (s.ok()) s = posted;
-    if (!s.ok()) {
-      // Committed on every replica; a release that could not be posted
-      // leaves its lock to the lease.
-      ++stats_->failed;
-      active_ = false;
-      return s;
-    }
-  }
-  accesses_.clear();
-  for (Item* it : items_) {
-    TxAccess a;
-    a.table = it->table;
-    a.key = it->key;
-    a.version = it->read_version;
-    if (it->kind == kRead || it->exists || it->kind == kWrite || it->kind == kDelete) accesses_.push_back(a);
-    if (it->kind != kRead && !it->exists) {
-      a.write = true;
-      a.version = it->new_version;
-      a.deleted = it->kind == kDelete;
-      a.inserted = it->kind == kInsert;
-      accesses_.push_back(a);
-    }
-  }
-  ++stats_->committed;
-  active_ = false;
-  (void)validated;
-  return Status::OK();
-}
-
 void Transaction::release_locks() {
   bool any = false;
   for (Item* it : items_) {
@@ -448,6 +243,7 @@ Status Transaction::abort_with(Status why) {
   } else {
     ++stats_->failed;
   }
+  end_slot_use();
   active_ = false;
   return why;
 }
@@ -456,6 +252,7 @@ void Transaction::abort() {
   if (!active_) return;
   release_locks();
   ++stats_->aborted_logical;
+  end_slot_use();
   active_ = false;
 }
 

@@ -84,13 +84,22 @@ class Transaction {
   T* value_as(int item) {
     return reinterpret_cast<T*>(value(item));
   }
-  /// An insert item found its key already present (the insert did nothing
-  /// and commit() will not change it unless the application writes it).
+  /// An insert item found its key already present: the item then reads the
+  /// record, the insert does nothing, and a commit after the application
+  /// changed the item's value fails with kInvalidArgument (an insert never
+  /// overwrites; write() the key to change it).
   bool exists(int item) const;
   /// The version the item was read at.
   uint64_t version(int item) const;
 
-  /// Validates and commits. kRetry: a conflict (aborted); OK: committed.
+  /// Validates and commits. OK: committed on every replica. kRetry or
+  /// kLockLost: a conflict, aborted, nothing written. kOutcomeUnknown: the
+  /// commit's writes failed midway and it could not be settled yet (a blade
+  /// unreachable, this client fenced): it may or may not have taken effect;
+  /// its records stay locked until a recovery decides, and the task's next
+  /// execute() settles it first. Any other error: aborted, nothing of it
+  /// took effect (a commit whose writes failed and that was rolled back at
+  /// once says so).
   Status commit();
   /// Gives up (an application decision); counted as a logical abort.
   void abort();
@@ -101,8 +110,10 @@ class Transaction {
 
   /// The items of the last committed transaction.
   const std::vector<TxAccess>& accesses() const { return accesses_; }
-  /// Id of the current (or last) transaction: unique among the clients of
-  /// the blades (session and incarnation on blade 0, thread, task, count).
+  /// Id of the current (or last) transaction, unique among the clients of
+  /// the blades: this client's session and incarnation on blade 0, the
+  /// thread, and a count of the thread's transactions (2^32 before it
+  /// repeats).
   uint64_t id() const { return tx_id_; }
 
   struct Item;
@@ -115,6 +126,14 @@ class Transaction {
   Status suspect(GlobalAddress slot, uint64_t lock, bool* recovered);
   Status check_locks_still_held();
   Status write_undo();
+  Status queue_backup_links(Item& it);
+  void committed(const std::vector<Item*>& writes);
+  enum class SettleResult { kRolledForward, kRolledBack, kDecidedElsewhere };
+  Status settle_failed_commit(const Status& why, const std::vector<Item*>& writes);
+  Status settle(SettleResult* result);
+  Status settle_earlier();
+  void end_slot_use();
+  bool damaged(const TableInfo& t, uint64_t node, int slot, const char* bytes);
   Status abort_with(Status why);
   void release_locks();
   uint64_t lock_word(node_t blade);
@@ -131,6 +150,8 @@ class Transaction {
   std::vector<Item*> pool_;
   std::vector<TxAccess> accesses_;
   std::vector<uint64_t> owner_words_;  // per blade: our owner word with lease 0
+  std::vector<SessionId> sessions_;     // per blade: this client's session there
+  uint64_t tx_id_base_ = 0;             // id() without the thread's count
   char* log_buffer_;        // kLogSlotBytes, registered
   uint64_t tx_id_ = 0;
   uint32_t lease_ = 0;

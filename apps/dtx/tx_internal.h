@@ -1,5 +1,5 @@
-// What the rooms of the transaction protocol share (transaction.cc,
-// fetch.cc): the kinds and steps of an item, bounds, and the item itself.
+// What the files of the transaction protocol share (transaction.cc,
+// fetch.cc, commit.cc): the kinds and steps of an item, bounds, and the item itself.
 #pragma once
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "catalog.h"
+#include "db_internal.h"
 #include "transaction.h"
 
 namespace smart::dtx {
@@ -66,8 +67,15 @@ struct Transaction::Item : ItemState {
   char* backup = nullptr;     // the backups' new image
   uint64_t* word = nullptr;   // 2 words: CAS result; (lock, version) at validation
   uint64_t* release = nullptr;  // 1 word: a release CAS's result
-  char* before = nullptr;     // the slot before the transaction (undo)
+  char* before = nullptr;     // the slot before the transaction (undo); an
+                              // insert that found its key: the record read
+  uint64_t* link_words = nullptr;  // kMaxChainNodes words: links an insert rewrites on backups
 };
+
+// The calling task's undo-log slot state (one per task of the thread).
+inline Database::ThreadState::LogSlot& TaskLogSlot(Database& db, int task) {
+  return db.thread_state_for_recovery().log_slots[static_cast<size_t>(task)];
+}
 
 // The version a commit gives a record it writes: one past the version it
 // overwrote. An insert takes at least the wall clock's nanoseconds: a key

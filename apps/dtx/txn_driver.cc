@@ -21,6 +21,7 @@ namespace {
 struct Worker {
   uint64_t attempted = 0, committed = 0, conflicts = 0, logical = 0, failed = 0;
   int64_t delta = 0;
+  std::vector<int64_t> unknown_deltas;
   uint64_t last_commit = 0, longest_gap = 0;  // cycles
   std::string first_failure;
   Histogram latency;
@@ -83,7 +84,12 @@ TxRunResult RunTransactions(Database& db, const TxDriverOptions& o, const TxBody
                 ++w.logical;
                 break;
               case TxOutcome::kError:
-                ++w.failed;
+              case TxOutcome::kUnknown:
+                if (outcome == TxOutcome::kUnknown) {
+                  w.unknown_deltas.push_back(delta);
+                } else {
+                  ++w.failed;
+                }
                 if (w.first_failure.empty()) w.first_failure = error.ToString();
                 stop_on_error.store(true);
                 control.stop();
@@ -129,6 +135,8 @@ TxRunResult RunTransactions(Database& db, const TxDriverOptions& o, const TxBody
     r.conflicts += w.conflicts;
     r.logical_aborts += w.logical;
     r.failed += w.failed;
+    r.unknown += w.unknown_deltas.size();
+    r.unknown_deltas.insert(r.unknown_deltas.end(), w.unknown_deltas.begin(), w.unknown_deltas.end());
     r.delta += w.delta;
     if (r.first_failure.empty()) r.first_failure = w.first_failure;
     r.latency.merge(w.latency);
@@ -163,10 +171,11 @@ std::string ResultLine(const std::string& prefix, const TxDriverOptions& o, cons
            "%s: #thread = %d, #coro_per_thread = %d, attempt txn = %.3f M/s, committed txn = %.3f M/s, "
            "P50 latency = %.3f us, P99 latency = %.3f us, abort rate = %.3f, RDMA ops per txn = %.3f, "
            "RDMA ops per second = %.3f M, conflict aborts = %" PRIu64 ", logical aborts = %" PRIu64
-           ", failed = %" PRIu64,
+           ", unknown = %" PRIu64 ", failed = %" PRIu64,
            prefix.c_str(), o.threads, o.coros, PerSecondM(r.attempted, r.seconds), PerSecondM(r.committed, r.seconds),
            static_cast<double>(r.latency.percentile(0.5)) / 1e3, static_cast<double>(r.latency.percentile(0.99)) / 1e3,
-           abort_rate, ops_per_txn, PerSecondM(r.stats.rdma_ops, r.seconds), r.conflicts, r.logical_aborts, r.failed);
+           abort_rate, ops_per_txn, PerSecondM(r.stats.rdma_ops, r.seconds), r.conflicts, r.logical_aborts, r.unknown,
+           r.failed);
   return line;
 }
 

@@ -15,7 +15,9 @@
 namespace smart::dtx {
 
 /// How one attempt ended.
-enum class TxOutcome { kCommitted, kLogicalAbort, kConflict, kError };
+/// What one attempt came to. kUnknown: its commit may or may not have taken
+/// effect (Status kOutcomeUnknown); its delta is kept apart.
+enum class TxOutcome { kCommitted, kLogicalAbort, kConflict, kError, kUnknown };
 
 /// Maps a Status from execute() or commit() to an outcome.
 inline TxOutcome OutcomeOf(const Status& s) {
@@ -23,6 +25,7 @@ inline TxOutcome OutcomeOf(const Status& s) {
   // A conflict, or locks taken over from a holder judged dead (this one).
   if (s.code() == Status::Code::kRetry || s.code() == Status::Code::kLockLost) return TxOutcome::kConflict;
   if (s.code() == Status::Code::kNotFound) return TxOutcome::kLogicalAbort;
+  if (s.code() == Status::Code::kOutcomeUnknown) return TxOutcome::kUnknown;
   return TxOutcome::kError;
 }
 
@@ -56,7 +59,8 @@ inline uint64_t NextRandom(uint64_t* state) {
 
 /// One attempt of the workload in the calling task: `rng` is the task's
 /// generator state; *delta: what a committed attempt added to a checked sum
-/// (SmallBank: money); *error: the status of a kError.
+/// (SmallBank: money), for a kUnknown too (what it adds if it took effect);
+/// *error: the status of a kError or kUnknown.
 using TxBody = std::function<TxOutcome(Transaction& tx, uint64_t* rng, int64_t* delta, Status* error)>;
 
 struct TxDriverOptions {
@@ -76,7 +80,10 @@ struct TxRunResult {
   uint64_t conflicts = 0;
   uint64_t logical_aborts = 0;
   uint64_t failed = 0;
+  uint64_t unknown = 0;         ///< attempts whose commit's outcome is unknown
   int64_t delta = 0;            ///< sum of committed attempts' deltas
+  /// Deltas of the kUnknown attempts: each one took effect or did not.
+  std::vector<int64_t> unknown_deltas;
   std::string first_failure;
   Histogram latency;            ///< ns of committed attempts
   /// The longest time one task went without a commit (from the start, and
@@ -86,13 +93,15 @@ struct TxRunResult {
   DtxStats stats;               ///< the database's counters over the run
 };
 
-/// Runs the workload. A kError stops the run (first_failure says why).
+/// Runs the workload. A kError or kUnknown stops the run (first_failure
+/// says why).
 TxRunResult RunTransactions(Database& db, const TxDriverOptions& options, const TxBody& body);
 
 /// The upstream result line: "<prefix>: #thread = T, #coro_per_thread = C,
 /// attempt txn = X M/s, committed txn = Y M/s, P50 latency = a us, P99
 /// latency = b us, abort rate = r, RDMA ops per txn = o, RDMA ops per second
-/// = p M", then the aborts by kind and the failures.
+/// = p M", then the aborts by kind, the attempts of unknown outcome, and
+/// the failures.
 std::string ResultLine(const std::string& prefix, const TxDriverOptions& o, const TxRunResult& r);
 /// The CSV line: prefix, threads, coroutines, attempted M/s, committed M/s,
 /// P50 us, P99 us, abort rate, RDMA ops per txn, RDMA M ops/s, conflict

@@ -14,12 +14,19 @@
 // latest read-write transaction. The record goes to every blade that holds a
 // replica of a record the transaction writes, and is the same on each.
 //
+// The record also names the owner's session on every blade it went to, so
+// that a recoverer can fence the owner on each of them (the lock words name
+// its session only on the blades of the records it locked) before it rolls
+// anything back or forward.
+//
 // Undo record (little-endian):
-//   0   magic u32 (kUndoMagic), item_count u16, reserved u16
+//   0   magic u32 (kUndoMagic), item_count u16, session_count u16
 //   8   tx_id u64
 //   16  crc u32 (CRC-32C of the whole record, this field read as 0),
 //       length u32 (whole record)
-//   24  items: table u16, slot u16, reserved u32, node u64, lock u64 (the
+//   24  sessions, 8 bytes each: blade u16, session slot u16, incarnation
+//       u16, reserved u16 (the owner's session on that blade)
+//   then items: table u16, slot u16, reserved u32, node u64, lock u64 (the
 //       word the transaction holds the record's primary lock with), then the
 //       slot's image before the transaction (SlotBytes of its table)
 #pragma once
@@ -30,10 +37,11 @@
 #include <vector>
 
 #include "catalog.h"
+#include "smart/common.h"
 
 namespace smart::dtx {
 
-constexpr uint32_t kUndoMagic = 0x4f444e55;  // "UNDO"
+constexpr uint32_t kUndoMagic = 0x32444e55;  // "UND2"
 constexpr uint64_t kLogAreaMagic = 0x3230474f4c585444ull;  // "DTXLOG02"
 constexpr size_t kLogAreaHeaderBytes = 64;
 constexpr size_t kLogAreaClaimOffset = 24;
@@ -41,6 +49,9 @@ constexpr size_t kLogAreaClaimAddressOffset = 32;
 constexpr size_t kLogSlotBytes = 4096;
 constexpr size_t kUndoHeaderBytes = 24;
 constexpr size_t kUndoItemHeaderBytes = 24;
+constexpr size_t kUndoSessionBytes = 8;
+/// Blades one record can name (more than any database spans).
+constexpr size_t kMaxUndoSessions = 64;
 constexpr size_t kLogDirectoryBytes = 8 * kMaxSessions;
 
 /// One record's image before the transaction.
@@ -50,13 +61,20 @@ struct UndoItem {
   uint64_t lock = 0;   ///< the lock word held on the primary
 };
 
+/// The owner's session on one blade the record went to.
+struct UndoSession {
+  uint16_t blade = 0;
+  SessionId session;
+};
+
 struct UndoRecord {
   uint64_t tx_id = 0;
+  std::vector<UndoSession> sessions;
   std::vector<UndoItem> items;
 };
 
-/// Bytes EncodeUndo writes for these items.
-size_t UndoBytes(const std::vector<UndoItem>& items);
+/// Bytes EncodeUndo writes for this record.
+size_t UndoBytes(const UndoRecord& r);
 /// Writes the record (at most kLogSlotBytes; the caller checks UndoBytes).
 size_t EncodeUndo(const UndoRecord& r, char* out);
 /// Decodes a log slot. `slot_bytes_of(table)` gives a table's slot size (0:

@@ -105,9 +105,8 @@ struct LeaseOptions {
 /// The framework's fence, the one step every take-over by lease goes
 /// through before the new holder writes: asks memory node `node` to end
 /// `session` (one CAS setting the fence bit in its session word, which can
-/// only land on that very session) and waits until the blade did, or
-/// options.fence_wait_ns passed (then it warns and returns OK with *ended
-/// false). Over verbs the blade revokes the session's memory windows and
+/// only land on that very session) and waits until the blade did (*ended),
+/// or options.fence_wait_ns passed (kTimedOut). Over verbs the blade revokes the session's memory windows and
 /// destroys its queue pairs, so its later requests fail at the NIC. Over shm
 /// (a soft fence) the session's own provider sees the bit and refuses its
 /// WRITEs and atomics from then on (PeerMemory::guard_session); a write it
@@ -137,9 +136,9 @@ class LeaseWatch {
   /// The last `dead` came from the session table, not the lease.
   bool by_session() const { return by_session_; }
   /// For the client that just took `word` over by lease (its CAS replaced
-  /// it): FenceSession on the session that held it (warns when the node
-  /// cannot be reached). Does nothing for a word that is not a held lock
-  /// word.
+  /// it): FenceSession on the session that held it; warns (and goes on
+  /// unfenced) when the node cannot be reached or did not end the session
+  /// in time. Does nothing for a word that is not a held lock word.
   void fence(uint64_t word);
   /// The last fence() saw the holder's session end.
   bool fenced() const { return fenced_; }

@@ -121,11 +121,11 @@ Status FenceSession(Initiator& initiator, node_t node, SessionId session, uint64
       (void)s;
     }
     if (MonotonicNs() >= deadline) {
-      SMART_WARN("remote lock: memory node %d did not end session %d (incarnation %d) within %.1f s of the fence "
-                 "request; going on with it unfenced",
-                 static_cast<int>(node), session.slot, session.incarnation,
-                 static_cast<double>(options.fence_wait_ns) / 1e9);
-      return Status::OK();
+      char why[160];
+      snprintf(why, sizeof(why), "memory node %d did not end session %d (incarnation %d) within %.1f s of the fence "
+               "request", static_cast<int>(node), session.slot, session.incarnation,
+               static_cast<double>(options.fence_wait_ns) / 1e9);
+      return Status::TimedOut(why);
     }
     Pause(500000);  // the blade looks every few milliseconds
   }
@@ -164,8 +164,8 @@ void LeaseWatch::fence(uint64_t word) {
   if (!IsHeldLockWord(word)) return;
   const Status s = FenceSession(initiator_, node_, DecodeLockWord(word).session, scratch_, options_, &fenced_);
   if (!s.ok()) {
-    SMART_WARN("remote lock: cannot fence %s on memory node %d: %s", DescribeLockWord(word).c_str(),
-               static_cast<int>(node_), s.ToString().c_str());
+    SMART_WARN("remote lock: cannot fence %s on memory node %d: %s; holding the lock unfenced",
+               DescribeLockWord(word).c_str(), static_cast<int>(node_), s.ToString().c_str());
   }
 }
 

@@ -1,5 +1,6 @@
-// The setting of SMART-DTX's unit tests: two memory blades inside the test
-// process, every table with a backup on the other blade, and a client.
+// The setting of SMART-DTX's unit tests: memory blades inside the test
+// process (two unless a test asks for more), every table with a backup on
+// each other blade, and a client.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -30,14 +31,17 @@ class DtxTest : public ::testing::Test {
     config_ = smart::testing::TestConfig();
     config_.faults = ParseFaultRules(faults_);
     config_.shm.latency_ns = latency_ns_;
-    for (int b = 0; b < 2; ++b) blades_.push_back(std::make_unique<EmbeddedMemoryBlade>(config_, 64));
+    for (int b = 0; b < blade_count_; ++b) blades_.push_back(std::make_unique<EmbeddedMemoryBlade>(config_, 64));
     initiator_ = Connect();
     db_ = Open(*initiator_);
   }
 
   std::unique_ptr<Initiator> Connect() {
-    auto in = std::make_unique<Initiator>(config_);
-    for (int b = 0; b < 2; ++b) in->connect(static_cast<node_t>(b), blades_[b]->host(), blades_[b]->port(), 8);
+    return Connect(config_);
+  }
+  std::unique_ptr<Initiator> Connect(const SmartConfig& config) {
+    auto in = std::make_unique<Initiator>(config);
+    for (int b = 0; b < blade_count_; ++b) in->connect(static_cast<node_t>(b), blades_[b]->host(), blades_[b]->port(), 8);
     return in;
   }
 
@@ -46,7 +50,7 @@ class DtxTest : public ::testing::Test {
     o.name = "test";
     o.tables = {TableSpec{kAccounts, "accounts", 8, 64, 16}, TableSpec{kNotes, "notes", 16, 8, 24},
                 TableSpec{kTiny, "tiny", 8, 1, 8}};
-    o.backup_degree = 1;
+    o.backup_degree = blade_count_ - 1;
     o.threads = 4;
     o.lease.lease_ns = lease_ns_;
     o.tasks = 8;
@@ -59,7 +63,7 @@ class DtxTest : public ::testing::Test {
     return o;
   }
 
-  std::unique_ptr<Database> Open(Initiator& in) { return std::make_unique<Database>(in, 2, Options()); }
+  std::unique_ptr<Database> Open(Initiator& in) { return std::make_unique<Database>(in, blade_count_, Options()); }
 
   // Every slot of every table, as each replica holds it.
   std::vector<std::string> Replicas(const TableInfo& t) {
@@ -99,6 +103,7 @@ class DtxTest : public ::testing::Test {
   std::string faults_;        // fault rules for the race tests
   uint64_t latency_ns_ = 0;   // shm completion latency for the race tests
   uint64_t lease_ns_ = 2000000000;  // record locks' lease
+  int blade_count_ = 2;             // memory blades; every table has a backup on each other one
   SmartConfig config_;
   std::vector<std::unique_ptr<EmbeddedMemoryBlade>> blades_;
   std::unique_ptr<Initiator> initiator_;

@@ -89,7 +89,7 @@ TxOutcome Run(Transaction& tx, TxType type, const Params& p, uint64_t* rng, int6
       if (!ExecuteOrEnd(tx, &outcome, error)) return outcome;
       Set(tx, ca, Get(tx, ca) + kDepositCents);
       outcome = CommitOutcome(tx, error);
-      if (outcome == TxOutcome::kCommitted) *delta = kDepositCents;
+      if (outcome == TxOutcome::kCommitted || outcome == TxOutcome::kUnknown) *delta = kDepositCents;
       return outcome;
     }
     case TxType::kSendPayment: {
@@ -109,7 +109,7 @@ TxOutcome Run(Transaction& tx, TxType type, const Params& p, uint64_t* rng, int6
       if (!ExecuteOrEnd(tx, &outcome, error)) return outcome;
       Set(tx, sa, Get(tx, sa) + kSavingCents);
       outcome = CommitOutcome(tx, error);
-      if (outcome == TxOutcome::kCommitted) *delta = kSavingCents;
+      if (outcome == TxOutcome::kCommitted || outcome == TxOutcome::kUnknown) *delta = kSavingCents;
       return outcome;
     }
     case TxType::kWriteCheck: {
@@ -120,7 +120,7 @@ TxOutcome Run(Transaction& tx, TxType type, const Params& p, uint64_t* rng, int6
       if (Get(tx, sa) + Get(tx, ca) < kCheckCents) amount += kOverdraftPenaltyCents;
       Set(tx, ca, Get(tx, ca) - amount);
       outcome = CommitOutcome(tx, error);
-      if (outcome == TxOutcome::kCommitted) *delta = -amount;
+      if (outcome == TxOutcome::kCommitted || outcome == TxOutcome::kUnknown) *delta = -amount;
       return outcome;
     }
     default:

@@ -249,7 +249,7 @@ TxOutcome Run(Transaction& tx, TxType type, const Params& p, uint64_t* rng, int6
       RandomBytes(row.numberx, sizeof(row.numberx), rng);
       SetValue(tx, cf, row);
       outcome = CommitOutcome(tx, error);
-      if (outcome == TxOutcome::kCommitted) *delta = 1;
+      if (outcome == TxOutcome::kCommitted || outcome == TxOutcome::kUnknown) *delta = 1;
       return outcome;
     }
     case TxType::kDeleteCallForwarding: {
@@ -258,7 +258,7 @@ TxOutcome Run(Transaction& tx, TxType type, const Params& p, uint64_t* rng, int6
       tx.remove(kCallForwarding, ForwardingKey(s_id, sf_type, start_time));
       if (!ExecuteOrEnd(tx, &outcome, error)) return outcome;  // no such row: a logical abort
       outcome = CommitOutcome(tx, error);
-      if (outcome == TxOutcome::kCommitted) *delta = -1;
+      if (outcome == TxOutcome::kCommitted || outcome == TxOutcome::kUnknown) *delta = -1;
       return outcome;
     }
     default:

@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "db_internal.h"
-#include "recovery.h"
 #include "smart/fault_injection.h"
 #include "smart/initiator.h"
 #include "smart/logging.h"
@@ -53,12 +52,11 @@ Status Transaction::write_undo() {
   }
   if (record.items.empty()) return Status::OK();
   Database::ThreadState::LogSlot& slot = TaskLogSlot(db_, task_);
-  if (slot.unsettled || (slot.user != nullptr && slot.user != this)) {
+  if (slot.user != nullptr && slot.user != this) {
     return abort_with(Status::InvalidArgument(
         "dtx: thread " + std::to_string(thread_) + " task " + std::to_string(task_) +
-        " has another transaction in its undo-log slot that is not over" +
-        (slot.unsettled ? " (its commit's outcome is not settled: " + slot.why + ")"
-                        : " (a second Transaction of the task: use one per task)")));
+        " has another transaction in its undo-log slot that is not over (a second Transaction of the task: use "
+        "one per task)"));
   }
   for (node_t b : blades) record.sessions.push_back(UndoSession{b, sessions_[b]});
   if (UndoBytes(record) > kLogSlotBytes) {
@@ -289,74 +287,35 @@ void Transaction::committed(const std::vector<Item*>& writes) {
   active_ = false;
 }
 
-// The commit's writes failed after some may have landed: settles the
-// transaction at once as a recoverer would (recovery.h, with its own undo
-// record: forward when every replica already holds the new images, else
-// back), so that commit() can say what happened. When that cannot be done
-// now (a blade unreachable, this client fenced), the outcome is unknown:
-// the records stay locked for recovery, and the task's next execute()
-// settles it before it may write the log slot again.
+// The commit's writes failed after some may have landed, so whether it took
+// effect is unknown: only its undo record can settle it (recovery.h: forward
+// when every replica holds the new images, else back). It cannot be settled
+// over the queue pair that just failed (a failed request leaves it broken),
+// so the records stay locked and committing for whoever meets them, and the
+// task's log slot keeps the record: its next execute()
+// refuses to begin (this client cannot settle it: its lock words name
+// sessions it may no longer have), so nothing writes the slot before.
 Status Transaction::settle_failed_commit(const Status& why, const std::vector<Item*>& writes) {
   Database::ThreadState::LogSlot& slot = TaskLogSlot(db_, task_);
   slot.unsettled = true;
   slot.settle_at = SlotAddress(*writes.front()->info, 0, writes.front()->at);
   slot.settle_lock = writes.front()->lock_word | kInvisible;
   slot.why = why.ToString();
-  SettleResult result;
-  const Status s = settle(&result);
-  active_ = false;
-  if (s.ok() && result == SettleResult::kRolledForward) {
-    committed(writes);
-    return Status::OK();
-  }
-  if (s.ok() && result == SettleResult::kRolledBack) {
-    ++stats_->failed;
-    end_slot_use();
-    return Status(why.code(), why.message() + " (the commit was rolled back: nothing of it took effect)");
-  }
   ++stats_->unknown;
-  if (s.ok()) {
-    end_slot_use();
-    return Status::OutcomeUnknown("dtx: the commit failed midway (" + why.ToString() +
-                                  ") and another client settled it first; whether it took effect is not known here");
-  }
+  active_ = false;
   return Status::OutcomeUnknown("dtx: the commit failed midway (" + why.ToString() +
-                                "); some replicas may hold its writes, and settling it failed too (" + s.ToString() +
-                                "): it may or may not have taken effect, and recovery decides");
+                                "): some replicas may hold its writes; it may or may not have taken effect, and "
+                                "the recovery of its locks decides");
 }
 
-Status Transaction::settle(SettleResult* result) {
-  *result = SettleResult::kDecidedElsewhere;
-  Database::ThreadState::LogSlot& slot = TaskLogSlot(db_, task_);
+Status Transaction::refuse_if_unsettled() {
+  const Database::ThreadState::LogSlot& slot = TaskLogSlot(db_, task_);
   if (!slot.unsettled) return Status::OK();
-  RecoveryReport report;
-  Status s = RecoverLock(db_, slot.settle_at, slot.settle_lock, &report);
-  if (!s.ok()) return s;
-  if (report.rolled_forward) *result = SettleResult::kRolledForward;
-  if (report.rolled_back) *result = SettleResult::kRolledBack;
-  slot.unsettled = false;
-  slot.why.clear();
-  return Status::OK();
-}
-
-Status Transaction::settle_earlier() {
-  Database::ThreadState::LogSlot& slot = TaskLogSlot(db_, task_);
-  if (!slot.unsettled) return Status::OK();
-  const std::string why = slot.why;
-  SettleResult result;
-  Status s = settle(&result);
-  if (!s.ok()) {
-    return Status(s.code(), "dtx: thread " + std::to_string(thread_) + " task " + std::to_string(task_) +
-                                " cannot begin a transaction: its last commit (" + why +
-                                ") is not settled, and settling it failed: " + s.message());
-  }
-  slot.user = nullptr;
-  LogPrintf(LogLevel::kWarn, "dtx/%s: settled this task's failed commit (%s): %s", db_.options().name.c_str(),
-            why.c_str(),
-            result == SettleResult::kRolledForward  ? "rolled forward, it took effect"
-            : result == SettleResult::kRolledBack ? "rolled back, it did not take effect"
-                                                   : "another client had settled it");
-  return Status::OK();
+  return Status::PeerFailed("dtx: thread " + std::to_string(thread_) + " task " + std::to_string(task_) +
+                            " cannot begin a transaction: its last commit failed midway (" + slot.why +
+                            ") and only a recovery can settle it, from the undo record this task must not "
+                            "overwrite; open the client again (a new Initiator and Database): its old sessions "
+                            "end and the recovery of their locks settles that commit");
 }
 
 }  // namespace smart::dtx

@@ -18,9 +18,9 @@ namespace smart::dtx {
 
 Status Transaction::execute() {
   if (!active_) return Status::InvalidArgument("dtx: execute() outside a transaction");
-  // A commit of this task that failed midway is settled before anything
-  // else: its undo record must stay where recovery finds it.
-  Status settled = settle_earlier();
+  // A commit of this task that failed midway keeps the task's undo record
+  // for its recovery: no transaction may begin before it is settled.
+  Status settled = refuse_if_unsettled();
   if (!settled.ok()) return abort_with(settled);
   bool lookups = false;
   for (Item* it : items_) lookups |= it->lookup_pending;

@@ -168,6 +168,42 @@ Status Transaction::wait() {
   return db_.initiator().sync();
 }
 
+// Makes room for a new watch. Forgetting is safe (a forgotten holder is
+// watched again), but a holder that stopped is only found dead by a watch
+// that kept looking at it for a whole lease: under contention every live
+// transaction's lock word is a holder of its own, and clearing them all
+// whenever the table filled up kept the watch of a stopped holder from
+// ever lasting a lease. So what goes first is what no longer helps: watches
+// not looked at for half a lease (they start over anyway), then, if none,
+// the youngest half of the live ones; verdicts of death go only when the
+// table is full of them.
+void Transaction::forget_watches() {
+  const uint64_t stale_ns = db_.options().lease.lease_ns / 2;
+  auto drop = [this](decltype(watches_)::iterator it) {
+    if (it->second->scratch >= 0) free_scratch_.push_back(it->second->scratch);
+    return watches_.erase(it);
+  };
+  for (auto it = watches_.begin(); it != watches_.end();) {
+    const Watch& w = *it->second;
+    it = (!w.dead && w.lease->since_observed_ns() > stale_ns) ? drop(it) : std::next(it);
+  }
+  if (!free_scratch_.empty() && watches_.size() < 4 * kMaxWatches) return;
+  std::vector<uint64_t> ages;
+  for (auto& [k, w] : watches_) {
+    if (!w->dead) ages.push_back(w->lease->unchanged_ns());
+  }
+  if (!ages.empty()) {
+    std::nth_element(ages.begin(), ages.begin() + ages.size() / 2, ages.end());
+    const uint64_t median = ages[ages.size() / 2];
+    for (auto it = watches_.begin(); it != watches_.end();) {
+      const Watch& w = *it->second;
+      it = (!w.dead && w.lease->unchanged_ns() <= median) ? drop(it) : std::next(it);
+    }
+  }
+  if (!free_scratch_.empty() && watches_.size() < 4 * kMaxWatches) return;
+  for (auto it = watches_.begin(); it != watches_.end();) it = it->second->dead ? drop(it) : std::next(it);
+}
+
 // `lock` (another's) blocks the record at `slot`. Watches its holder; once
 // the holder's session is gone or its word stood still for a lease, recovers
 // its transaction (recovery.h) and sets *recovered.
@@ -179,13 +215,7 @@ Status Transaction::suspect(GlobalAddress slot, uint64_t lock, bool* recovered) 
   auto key = std::make_pair(node, owner);
   auto found = watches_.find(key);
   if (found == watches_.end()) {
-    if (free_scratch_.empty() || watches_.size() >= 4 * kMaxWatches) {
-      // Forgetting is safe: a forgotten holder is watched again.
-      for (auto& [k, w] : watches_) {
-        if (w->scratch >= 0) free_scratch_.push_back(w->scratch);
-      }
-      watches_.clear();
-    }
+    if (free_scratch_.empty() || watches_.size() >= 4 * kMaxWatches) forget_watches();
     auto w = std::make_unique<Watch>();
     w->scratch = free_scratch_.back();
     free_scratch_.pop_back();

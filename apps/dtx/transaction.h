@@ -94,12 +94,13 @@ class Transaction {
 
   /// Validates and commits. OK: committed on every replica. kRetry or
   /// kLockLost: a conflict, aborted, nothing written. kOutcomeUnknown: the
-  /// commit's writes failed midway and it could not be settled yet (a blade
-  /// unreachable, this client fenced): it may or may not have taken effect;
-  /// its records stay locked until a recovery decides, and the task's next
-  /// execute() settles it first. Any other error: aborted, nothing of it
-  /// took effect (a commit whose writes failed and that was rolled back at
-  /// once says so).
+  /// commit's writes failed midway (a blade unreachable, this client
+  /// fenced): it may or may not have taken effect; its records stay locked
+  /// until a recovery decides, which this client cannot make (open the
+  /// client again: its old sessions end and others recover them); until
+  /// then the task's execute() fails rather than overwrite the undo record
+  /// the recovery needs. Any other error: aborted, nothing of it took
+  /// effect.
   Status commit();
   /// Gives up (an application decision); counted as a logical abort.
   void abort();
@@ -124,14 +125,13 @@ class Transaction {
   Status validate(bool* needed);
   Status grow_chain(Item& it);
   Status suspect(GlobalAddress slot, uint64_t lock, bool* recovered);
+  void forget_watches();
   Status check_locks_still_held();
   Status write_undo();
   Status queue_backup_links(Item& it);
   void committed(const std::vector<Item*>& writes);
-  enum class SettleResult { kRolledForward, kRolledBack, kDecidedElsewhere };
   Status settle_failed_commit(const Status& why, const std::vector<Item*>& writes);
-  Status settle(SettleResult* result);
-  Status settle_earlier();
+  Status refuse_if_unsettled();
   void end_slot_use();
   bool damaged(const TableInfo& t, uint64_t node, int slot, const char* bytes);
   Status abort_with(Status why);

@@ -133,6 +133,9 @@ class LeaseWatch {
   Status observe(uint64_t observed, bool* dead);
   /// Time since the current value was first seen.
   uint64_t unchanged_ns() const;
+  /// Time since observe() last ran (0 before it ever did): past half a lease
+  /// the watch has lost track of the word and starts over at its next look.
+  uint64_t since_observed_ns() const;
   /// The last `dead` came from the session table, not the lease.
   bool by_session() const { return by_session_; }
   /// For the client that just took `word` over by lease (its CAS replaced

@@ -150,6 +150,8 @@ LeaseWatch::LeaseWatch(Initiator& initiator, node_t node, uint64_t* scratch, con
 
 uint64_t LeaseWatch::unchanged_ns() const { return seen_ ? MonotonicNs() - since_ns_ : 0; }
 
+uint64_t LeaseWatch::since_observed_ns() const { return seen_ ? MonotonicNs() - observed_ns_ : 0; }
+
 Status LeaseWatch::session_alive(uint64_t word, bool* alive) {
   const LockOwner o = DecodeLockWord(word);
   Status s = initiator_.read(scratch_, GlobalAddress(node_, SessionWordAddress(o.session.slot)), 8, Option::kSync);

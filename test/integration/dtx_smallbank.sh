@@ -13,6 +13,8 @@
 # outside, while two others run on; the survivors recover the dead ones'
 # transactions as they meet their locks, a final check recovers the rest,
 # and the total, the replicas and the locks must again come out exact.
+# Then clients stop (SIGSTOP) inside a commit and resume after their
+# recovery: fenced, they change nothing late.
 # Bad values on the command line are refused with exit 2 and named.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/dtx_lib.sh"
@@ -104,6 +106,57 @@ pass "three clients killed (after validation, mid-commit, kill -9), two ran on: 
   "no lock left (${swept:-0} dead locks no survivor met were recovered by the check)"
 "$SMART_BIN/dtx_check_history" "$WORK_DIR"/history.* >"$WORK_DIR/history.check" 2>&1 ||
   { cat "$WORK_DIR/history.check" >&2; fail "the committed transactions are not serializable"; }
+
+# Clients that stop (SIGSTOP: alive, sessions open) inside a commit, and
+# resume after others recovered their transactions: one after its lock check
+# and before its writes, one with a write posted and not yet completed. The
+# survivors take their locks over once the lease (2 s) ran out, fencing them
+# on every blade first; resumed, a victim's writes must not land (its commit
+# reports an unknown outcome or an error, never success), and the total, the
+# replicas, the locks and the history come out as before.
+# Four hot accounts: the survivors meet the stopped victims' locks at once.
+victim=("$bench" 2 4 --quiet --transfers-only --hot-accounts 4 --duration 30 --dump-file "")
+stopped=()
+SMART_FAULTS="stop@point:dtx.commit.checked#$(sized 300 15)" "${victim[@]}" --history "$WORK_DIR/history.s0" \
+  >"$WORK_DIR/stopped.0" 2>&1 &
+stopped+=($!)
+SMART_FAULTS="stop@posted:write#$(sized 2001 81)" "${victim[@]}" --history "$WORK_DIR/history.s1" \
+  >"$WORK_DIR/stopped.1" 2>&1 &
+stopped+=($!)
+for v in 0 1; do
+  wait_stopped "${stopped[$v]}" || { cat "$WORK_DIR/stopped.$v" >&2; fail "victim $v did not stop at its point"; }
+done
+pids=()
+for c in 5 6; do
+  "$bench" 2 4 --quiet --hot-accounts 4 --duration "$(sized 6 12)" --history "$WORK_DIR/history.$c" --delta-file "$WORK_DIR/delta" \
+    >"$WORK_DIR/client.$c" 2>&1 &
+  pids+=($!)
+done
+for c in 5 6; do
+  wait "${pids[$((c - 5))]}" || { cat "$WORK_DIR/client.$c" >&2; fail "client $c failed while others were stopped"; }
+  grep -q "unknown = 0, failed = 0$" "$WORK_DIR/client.$c" || { cat "$WORK_DIR/client.$c" >&2; fail "client $c had failures"; }
+done
+grep -q "fencing client" "$WORK_DIR"/blade*.log ||
+  { tail -n 5 "$WORK_DIR/client.5" "$WORK_DIR/client.6" >&2; fail "no blade fenced a stopped client"; }
+for v in 0 1; do
+  kill -CONT "${stopped[$v]}"
+  set +e
+  wait "${stopped[$v]}"
+  status=$?
+  set -e
+  # Fenced, the resumed victim's next requests fail: it stops with an error,
+  # naming its ended session.
+  ((status != 0)) || { tail -n 30 "$WORK_DIR/stopped.$v" >&2; fail "resumed victim $v ran on as if not fenced"; }
+  grep -q "ended this client's session\|fenced" "$WORK_DIR/stopped.$v" ||
+    { cat "$WORK_DIR/stopped.$v" >&2; fail "resumed victim $v did not say it was fenced"; }
+done
+delta=$(awk '!/^[?]/ {s += $1} END {print s}' "$WORK_DIR/delta")
+"$bench" 1 1 --check-only --expect-delta "$delta" --dump-file "" >"$WORK_DIR/check" 2>&1 ||
+  { cat "$WORK_DIR/check" >&2; fail "after clients stopped mid-commit, the database does not match what was committed"; }
+"$SMART_BIN/dtx_check_history" "$WORK_DIR"/history.* >"$WORK_DIR/history.check" 2>&1 ||
+  { cat "$WORK_DIR/history.check" >&2; fail "the committed transactions are not serializable"; }
+pass "two clients stopped mid-commit (after the lock check, with a write in flight) and resumed after their" \
+  "recovery: fenced, nothing of theirs landed late; the money adds up, replicas equal, serializable"
 
 # The check sees a wrong total: the same database against a delta one cent off.
 expect_fail "a total one cent off" "$bench" 1 1 --check-only --expect-delta $((delta + 1)) --dump-file ""

@@ -67,6 +67,19 @@ sized() {
   if ((ON_VERBS)); then echo "$2"; else echo "$1"; fi
 }
 
+# wait_stopped PID: waits until process PID is stopped (SIGSTOP, state T);
+# fails (returns 1) when it exits first or has not stopped within 120 s.
+wait_stopped() {
+  local pid=$1 state
+  for ((i = 0; i < 1200; ++i)); do
+    state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || echo gone)
+    [[ $state == T ]] && return 0
+    [[ $state == gone || $state == Z ]] && return 1
+    sleep 0.1
+  done
+  return 1
+}
+
 # Writes a smart_config.json for SMART_TEST_TRANSPORT (shm or verbs) and
 # prints its path. The verbs variant keeps the repository's settings and
 # adds SMART_TEST_GID_INDEX when set (the Soft-RoCE guest sets it).

@@ -51,10 +51,14 @@
 /// bt.split.internal.linked and bt.root.written (SMART-BT's page locks and
 /// splits, apps/btree/lock_table.cc, operations.cc, split.cc);
 /// lock.acquire.wait (a RemoteLock::acquire that found the lock held, before
-/// each pause, remote_lock.cc); dtx.commit.validated, dtx.commit.write,
-/// dtx.commit.release (SMART-DTX's commit, apps/dtx/transaction.cc) and
-/// dtx.recovery.decided (a recovery that chose to roll forward or back,
-/// before it writes or releases anything, apps/dtx/recovery.cc);
+/// each pause, remote_lock.cc); dtx.commit.validated, dtx.commit.checked
+/// (after the lock check, before the in-place writes), dtx.commit.write,
+/// dtx.commit.release (SMART-DTX's commit, apps/dtx/commit.cc),
+/// dtx.chain.linked (a chain's new overflow link on the primary, before the
+/// backups, apps/dtx/fetch.cc), dtx.recovery.decided (a recovery that chose
+/// to roll forward or back, before it writes or releases anything) and
+/// dtx.recovery.rolling_back (before each replica write of a roll-back but
+/// the first, apps/dtx/recovery.cc);
 /// blade.handshake.thread (a memory blade about to start the thread of an
 /// accepted connection's handshake, smart/target/target_sessions.cc).
 #pragma once

@@ -321,11 +321,15 @@ namespace {
 // damaged. A slot being written carries its writer's lock, and a read that
 // caught a lock-free slot mid-write sees it whole at the next read.
 constexpr int kDamagedAfterReads = 8;
+constexpr size_t kMaxDamageWatches = 4096;
 }  // namespace
 
 bool Transaction::damaged(const TableInfo& t, uint64_t node, int slot, const char* bytes) {
   if (SlotLock(bytes) != 0) return false;
   Database::ThreadState& ts = db_.thread_state_for_recovery();
+  // Torn reads that were only torn leave entries behind: a bound keeps them
+  // from piling up (a damaged slot is then counted again from the start).
+  if (ts.damage.size() >= kMaxDamageWatches) ts.damage.clear();
   const uint32_t crc = Crc32c(bytes, t.slot_bytes());
   Database::ThreadState::DamageWatch& w = ts.damage[std::make_tuple(t.spec.id, node, slot)];
   if (w.seen > 0 && w.crc == crc) {

@@ -57,7 +57,8 @@ struct TxAccess {
 class Transaction {
  public:
   /// `db` must outlive it. Takes registered buffers from the initiator's
-  /// cache: create it once per task and reuse it.
+  /// cache: create it once per task and reuse it (create, use and destroy
+  /// it on its task's thread: its undo-log slot is that task's).
   explicit Transaction(Database& db);
   ~Transaction();
   Transaction(const Transaction&) = delete;

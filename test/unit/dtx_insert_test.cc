@@ -24,6 +24,27 @@ namespace {
 
 using namespace smart::dtx::testing;
 
+// Inserts keys first..last into kTiny (one bucket), each valued its key.
+void InsertTinyKeys(Transaction& tx, uint64_t first, uint64_t last) {
+  for (uint64_t k = first; k <= last; ++k) {
+    tx.begin();
+    const int n = tx.insert(kTiny, k);
+    ASSERT_TRUE(tx.execute().ok());
+    memcpy(tx.value(n), &k, 8);
+    ASSERT_TRUE(tx.commit().ok());
+  }
+  ASSERT_TRUE(tx.flush().ok());
+}
+
+// The slot of `key` in a kTiny bucket node read into `node`; -1 when none.
+int SlotOfKey(const TableInfo& t, const char* node, uint64_t key) {
+  int at = -1;
+  for (int i = 0; i < kSlotsPerNode; ++i) {
+    if (SlotNames(node + i * t.slot_bytes(), kTiny, key)) at = i;
+  }
+  return at;
+}
+
 TEST_F(DtxTest, InsertThenFindThenDeleteThenMiss) {
   Transaction tx(*db_);
   tx.begin();
@@ -275,23 +296,13 @@ TEST_F(DtxTest, AChainThatCannotGrowEndsInAnErrorNamingTheTable) {
 
 TEST_F(DtxTest, ADamagedSlotOfAnotherKeyDoesNotStopALookupInItsBucket) {
   Transaction tx(*db_);
-  for (uint64_t k = 1; k <= 3; ++k) {
-    tx.begin();
-    const int n = tx.insert(kTiny, k);
-    ASSERT_TRUE(tx.execute().ok());
-    memcpy(tx.value(n), &k, 8);
-    ASSERT_TRUE(tx.commit().ok());
-  }
-  ASSERT_TRUE(tx.flush().ok());
+  InsertTinyKeys(tx, 1, 3);
   // Flip a value byte of key 1's slot on the primary: its CRC no longer
   // matches, as in a read torn by a landing write.
   const TableInfo& t = *db_->table(kTiny);
   char* node = static_cast<char*>(initiator_->alloc_cache(t.node_bytes()));
   ASSERT_TRUE(initiator_->read(node, NodeAddress(t, 0, 0), t.node_bytes()).ok());
-  int at = -1;
-  for (int i = 0; i < kSlotsPerNode; ++i) {
-    if (SlotNames(node + i * t.slot_bytes(), kTiny, 1)) at = i;
-  }
+  const int at = SlotOfKey(t, node, 1);
   ASSERT_GE(at, 0);
   char* byte = node + at * t.slot_bytes() + kSlotHeaderBytes;
   *byte ^= 0x5a;
@@ -353,38 +364,16 @@ TEST_F(DtxTest, ChangingTheValueOfAnInsertThatFoundItsKeyFailsTheCommit) {
   ASSERT_TRUE(tx.flush().ok());
 }
 
-// Fills kTiny's one bucket (8 slots) with keys first..first+7.
-void FillTheTinyBucket(Transaction& tx, uint64_t first) {
-  for (uint64_t k = first; k < first + kSlotsPerNode; ++k) {
-    tx.begin();
-    const int n = tx.insert(kTiny, k);
-    ASSERT_TRUE(tx.execute().ok());
-    memcpy(tx.value(n), &k, 8);
-    ASSERT_TRUE(tx.commit().ok());
-  }
-  ASSERT_TRUE(tx.flush().ok());
-}
-
 // A slot that fails its check with no lock on it, read after read, is
 // damaged, not being written: an insert into its chain passes it by
 // instead of waiting for it (it used to retry until it gave up).
 TEST_F(DtxTest, AnInsertPassesADamagedSlotOfAnotherKeyInItsChain) {
   Transaction tx(*db_);
-  for (uint64_t k = 1; k <= 3; ++k) {
-    tx.begin();
-    const int n = tx.insert(kTiny, k);
-    ASSERT_TRUE(tx.execute().ok());
-    memcpy(tx.value(n), &k, 8);
-    ASSERT_TRUE(tx.commit().ok());
-  }
-  ASSERT_TRUE(tx.flush().ok());
+  InsertTinyKeys(tx, 1, 3);
   const TableInfo& t = *db_->table(kTiny);
   char* node = static_cast<char*>(initiator_->alloc_cache(t.node_bytes()));
   ASSERT_TRUE(initiator_->read(node, NodeAddress(t, 0, 0), t.node_bytes()).ok());
-  int at = -1;
-  for (int i = 0; i < kSlotsPerNode; ++i) {
-    if (SlotNames(node + i * t.slot_bytes(), kTiny, 1)) at = i;
-  }
+  const int at = SlotOfKey(t, node, 1);
   ASSERT_EQ(at, 0) << "key 1 is not in the chain's first slot, ahead of the free ones";
   // Its key field damaged too, so that no scan takes it for key 1 either.
   for (size_t off : {size_t{16}, kSlotHeaderBytes}) {
@@ -421,7 +410,7 @@ TEST_F(DtxTest, AnInsertPassesADamagedSlotOfAnotherKeyInItsChain) {
 // RepairChainLinks mends a link no insert has used.
 TEST_F(DtxTest, AnOverflowLinkTheGrowerLeftOffTheBackupsIsRepaired) {
   Transaction tx(*db_);
-  FillTheTinyBucket(tx, 100);
+  InsertTinyKeys(tx, 100, 100 + kSlotsPerNode - 1);  // fills kTiny's one bucket
   const TableInfo& t = *db_->table(kTiny);
   std::thread victim([&] {
     auto in = Connect();

@@ -6,6 +6,7 @@ add_executable(hashtable_unit_tests
   unit/hashtable_layout_test.cc
   unit/hashtable_load_test.cc
   unit/hashtable_race_test.cc
+  unit/hashtable_stopped_test.cc
   unit/hashtable_table_test.cc
   unit/hashtable_torn_view_test.cc
   unit/writer_log_check_test.cc)

@@ -45,6 +45,13 @@ struct TableOptions {
   size_t speculative_cache_entries = size_t{1} << 18;
   // A retired block is reused only after this long.
   uint64_t reclaim_grace_ns = 20000000;
+  // A block whose 4-bit tag wraps back to 0 waits this long before it is
+  // reused (BlockPoolOptions::wrap_guard_ns), and an operation acts on a
+  // slot word it read (CASes it, or trusts the block it names) only within
+  // half of this after it read it, else it reads again. So a slot word that
+  // merely looks unchanged after 16 reuses of its block is never taken for
+  // the one read (DESIGN.md, "Reclamation and tags"). 0 turns both off.
+  uint64_t tag_wrap_guard_ns = 2000000000;
   // The resize lock's and the build claim's lease: a client that died
   // splitting or building is taken over after this (sooner when the memory
   // blade saw its session close).
@@ -81,6 +88,7 @@ struct TableStats {
   uint64_t directory_moves = 0;    // directories this client moved to a larger array
   uint64_t speculative_hits = 0;   // lookups answered by the cached slot
   uint64_t speculative_misses = 0; // cached slots that had changed
+  uint64_t slow_slot_reads = 0;    // slot words read again: too long since they were read (tag_wrap_guard_ns)
   uint64_t blocks_retired = 0;
   uint64_t blocks_reused = 0;
   uint64_t remote_bytes_allocated = 0;  // block memory taken from the blades

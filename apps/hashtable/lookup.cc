@@ -18,6 +18,7 @@ Status Ops::queue_candidates(int si, const Shard& sh, const KeyHash& h, char* bu
   v->pair_offset[0] = sub + BucketPairOffset(v->first_index);
   v->pair_offset[1] = sub + BucketPairOffset(v->second_index);
   v->words = reinterpret_cast<const uint64_t*>(buckets);
+  v->read_at = Cycles();
   s = in_.read(buckets, GlobalAddress(sh.node, v->pair_offset[0]), kBucketPairSize, Option::kNone);
   if (!s.ok()) return s;
   return in_.read(buckets + kBucketPairSize, GlobalAddress(sh.node, v->pair_offset[1]), kBucketPairSize, option);
@@ -147,6 +148,13 @@ Status Ops::find_key(const Shard& sh, std::string_view key, const KeyHash& h, co
     }
     done = end;
   }
+  // The blocks were read so long after their slots that a block could have
+  // been reused under the same tag meanwhile (only a stopped or descheduled
+  // client gets here): its bytes may not be the ones its slot named.
+  if (n > 0 && !fresh(v.read_at)) {
+    ++tc_.stats.slow_slot_reads;
+    r->retry = true;
+  }
   return Status::OK();
 }
 
@@ -186,17 +194,19 @@ Status Ops::locate(int si, const Shard& sh, std::string_view key, const KeyHash&
 }
 
 Status Ops::speculative_read(std::string_view key, const KeyHash& h, TaskBuffers& tb, CacheEntry* e, bool* hit,
-                             std::string_view* value) {
+                             std::string_view* value, uint64_t* read_at) {
   *hit = false;
   const uint64_t cached = e->value;
   const GlobalAddress slot(e->slot);
   const size_t length = SlotBlockLength(cached);
+  *read_at = Cycles();
   Status s = in_.read(tb.words, slot, 8, Option::kNone);
   if (!s.ok()) return s;
   s = in_.read(tb.blocks, GlobalAddress(slot.node, SlotBlockOffset(cached)), length, Option::kSync);
   if (!s.ok()) return s;
   if (SlotUnfrozen(tb.words[0]) == cached &&
-      CheckBlock(tb.blocks, length, SlotTag(cached)) == BlockCheck::kValid && BlockKey(tb.blocks) == key) {
+      CheckBlock(tb.blocks, length, SlotTag(cached)) == BlockCheck::kValid && BlockKey(tb.blocks) == key &&
+      fresh(*read_at)) {
     *hit = true;
     *value = BlockValue(tb.blocks);
     ++tc_.stats.speculative_hits;

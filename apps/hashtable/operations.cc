@@ -39,7 +39,8 @@ Status Ops::search(int si, const Shard& sh, std::string_view key, const KeyHash&
   if (CacheEntry* e = cache_find(h.primary)) {
     bool hit;
     std::string_view found;
-    s = speculative_read(key, h, *tb, e, &hit, &found);
+    uint64_t read_at;
+    s = speculative_read(key, h, *tb, e, &hit, &found, &read_at);
     if (!s.ok()) return s;
     if (hit) {
       AssignValue(value, found);
@@ -98,11 +99,18 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
   s = in_.write(tb->new_block, GlobalAddress(sh.node, offset), units * kBlockUnit, Option::kNone);
   if (!s.ok()) return s;
 
-  // CASes the key's slot from `expected` (read by this operation) to
-  // `desired`; *finished when the write is done: the CAS won, or it lost to
-  // another client's write of the key, which superseded this one.
-  auto cas_slot = [&](GlobalAddress slot, uint64_t expected, uint64_t desired, bool* finished) -> Status {
+  // CASes the key's slot from `expected` (read by this operation, the read
+  // posted at `read_at`) to `desired`; *finished when the write is done: the
+  // CAS won, or it lost to another client's write of the key, which
+  // superseded this one. A word read too long ago is not CASed (it may only
+  // look unchanged: TableOptions::tag_wrap_guard_ns); the caller reads again.
+  auto cas_slot = [&](GlobalAddress slot, uint64_t expected, uint64_t desired, uint64_t read_at,
+                      bool* finished) -> Status {
     *finished = false;
+    if (!fresh(read_at)) {
+      ++tc_.stats.slow_slot_reads;
+      return Status::OK();
+    }
     FaultPoint("ht.write.casing");
     Status st = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
     if (!st.ok()) return st;
@@ -114,7 +122,7 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
       return Status::OK();
     }
     ++tc_.stats.cas_failures;
-    st = superseded(sh, key, expected, found, *tb, finished);
+    st = superseded(sh, key, expected, found, read_at, *tb, finished);
     if (st.ok() && *finished) {
       release_block(sh, offset, units, tag);
       if (options_.speculative_lookup) cache_put(h.primary, slot, found);
@@ -126,12 +134,13 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
     const GlobalAddress slot(e->slot);
     bool hit;
     std::string_view old;
-    s = speculative_read(key, h, *tb, e, &hit, &old);
+    uint64_t read_at;
+    s = speculative_read(key, h, *tb, e, &hit, &old, &read_at);
     if (!s.ok()) return s;
     if (hit && !SlotFrozen(tb->words[0])) {
       const uint64_t expected = tb->words[0];
       bool finished;
-      s = cas_slot(slot, expected, (new_slot & ~kParityBit) | (expected & kParityBit), &finished);
+      s = cas_slot(slot, expected, (new_slot & ~kParityBit) | (expected & kParityBit), read_at, &finished);
       if (!s.ok()) return s;
       if (finished) return Status::OK();
       cache_erase(h.primary);
@@ -160,7 +169,7 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
       }
       bool finished;
       s = cas_slot(GlobalAddress(sh.node, r.first.slot_offset), expected,
-                   SlotWithParity(new_slot, HeaderDepth(v.header(r.first.bucket))), &finished);
+                   SlotWithParity(new_slot, HeaderDepth(v.header(r.first.bucket))), v.read_at, &finished);
       if (!s.ok()) return s;
       if (finished) return Status::OK();
       g.retry_task();
@@ -245,9 +254,12 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
 // before that one, where no reader can see it, and is done: a retry would
 // only put an older value over a newer one. A frozen or emptied slot, or
 // one that names the same block (a split's rewrite), is not such a write,
-// nor a block of another key (the slot was reused): those retry.
-Status Ops::superseded(const Shard& sh, std::string_view key, uint64_t expected, uint64_t found, TaskBuffers& tb,
-                       bool* done) {
+// nor a block of another key (the slot was reused): those retry, and so
+// does a write that could not read the block soon enough after its read of
+// the slot (read_at) to be sure that the block still holds what `found`
+// named.
+Status Ops::superseded(const Shard& sh, std::string_view key, uint64_t expected, uint64_t found, uint64_t read_at,
+                       TaskBuffers& tb, bool* done) {
   *done = false;
   if (SlotFrozen(found) || SlotEmpty(found) || SlotBlockOffset(found) == SlotBlockOffset(expected)) {
     return Status::OK();
@@ -256,7 +268,8 @@ Status Ops::superseded(const Shard& sh, std::string_view key, uint64_t expected,
   if (length == 0 || length > kMaxBlockUnits * kBlockUnit) return Status::OK();
   Status s = in_.read(tb.blocks, GlobalAddress(sh.node, SlotBlockOffset(found)), length, Option::kSync);
   if (!s.ok()) return s;
-  if (CheckBlock(tb.blocks, length, SlotTag(found)) == BlockCheck::kValid && BlockKey(tb.blocks) == key) {
+  if (CheckBlock(tb.blocks, length, SlotTag(found)) == BlockCheck::kValid && BlockKey(tb.blocks) == key &&
+      fresh(read_at)) {
     *done = true;
     ++tc_.stats.writes_superseded;
   }
@@ -296,6 +309,11 @@ Status Ops::remove_duplicates(int si, const Shard& sh, std::string_view key, con
         bound.why = "the key's slots stay frozen by a split";
         again = true;
         continue;
+      }
+      if (!fresh(v.read_at)) {
+        ++tc_.stats.slow_slot_reads;
+        again = true;
+        break;
       }
       s = in_.compare_and_swap(tb.words, GlobalAddress(sh.node, c.slot_offset), c.slot_value,
                                EmptySlot(HeaderDepth(v.header(c.bucket))), Option::kSync);
@@ -357,6 +375,10 @@ Status Ops::remove(int si, const Shard& sh, std::string_view key, const KeyHash&
       g.retry_task();
       continue;
     }
+    if (!fresh(v.read_at)) {
+      ++tc_.stats.slow_slot_reads;
+      continue;
+    }
     s = in_.compare_and_swap(tb->words, GlobalAddress(sh.node, target->slot_offset), expected,
                              EmptySlot(HeaderDepth(v.header(target->bucket))), Option::kSync);
     if (!s.ok()) return s;
@@ -414,6 +436,9 @@ Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, con
       g.retry_task();
       continue;
     }
+    // Between the read and the CAS: a client stopped here must not CAS a
+    // slot word that only looks unchanged (the check below).
+    FaultPoint("ht.rmw.modifying");
     value.assign(r.first.value.data(), r.first.value.size());
     modify(&value);
     const size_t need = BlockUnits(key.size(), value.size());
@@ -431,6 +456,16 @@ Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, con
     EncodeBlock(key, value, tag, units, tb->new_block);
     const uint64_t desired = SlotWithParity(NewSlot(h, units, tag, offset), HeaderDepth(v.header(r.first.bucket)));
     const GlobalAddress slot(sh.node, r.first.slot_offset);
+    // The CAS compares the slot word with the one read, which after 16
+    // reuses of its block can hold another value again (ABA): the new value
+    // was computed from the old one, so winning then would lose every write
+    // in between. Within half the wrap guard of the read no such reuse can
+    // have happened (TableOptions::tag_wrap_guard_ns); later, read again.
+    if (!fresh(v.read_at)) {
+      ++tc_.stats.slow_slot_reads;
+      continue;
+    }
+    FaultPoint("ht.rmw.casing");
     // The block write and the CAS share a doorbell; the queue pair
     // executes them in order.
     s = in_.write(tb->new_block, GlobalAddress(sh.node, offset), units * kBlockUnit, Option::kNone);

@@ -98,6 +98,9 @@ struct View {
   const uint64_t* words;  // 32 words: pair 0 then pair 1
   uint64_t first_index, second_index;
   uint64_t dir_entry;
+  // Cycles() right before the reads of the buckets were posted: a slot word
+  // of this view is acted on only while Ops::fresh(read_at).
+  uint64_t read_at = 0;
   // Unique buckets in search order (main 0, main 1, overflow 0, overflow 1).
   int count = 0;
   int word_base[kCandidateBuckets];  // header word index into `words`
@@ -204,6 +207,8 @@ struct HashTable::ThreadContext {
   uint64_t last_help_ns = 0;
   std::vector<CacheEntry> cache;
   size_t cache_mask = 0;
+  // Half of TableOptions::tag_wrap_guard_ns in TSC cycles (all ones: off).
+  uint64_t fresh_cycles = ~uint64_t{0};
   TableStats stats;
 };
 
@@ -228,6 +233,11 @@ class Ops {
       : in_(initiator), options_(options), tc_(tc) {}
 
   HashTable::ThreadContext& tc() { return tc_; }
+
+  // True while a slot word whose read was posted at `read_at` (Cycles()) may
+  // still be acted on: its block cannot have been reused under the same tag
+  // since (TableOptions::tag_wrap_guard_ns).
+  bool fresh(uint64_t read_at) const { return Cycles() - read_at < tc_.fresh_cycles; }
 
   // The calling task's registered buffers, allocated on first use.
   Status task_buffers(TaskBuffers** out) {
@@ -295,9 +305,10 @@ class Ops {
   }
   // Reads the cached slot word and its block in one doorbell (after
   // anything queued). *hit when the slot still holds the cached value and
-  // the block holds the key: then *value points into the block area.
+  // the block holds the key: then *value points into the block area, and
+  // *read_at says when the slot word was read (View::read_at).
   Status speculative_read(std::string_view key, const KeyHash& h, TaskBuffers& tb, CacheEntry* e, bool* hit,
-                          std::string_view* value);
+                          std::string_view* value, uint64_t* read_at);
 
   // ---- operations (operations.cc) ----
 
@@ -319,10 +330,11 @@ class Ops {
   };
   Status load_batch(int si, const Shard& sh, const LoadItem* items, int count);
 
-  // After a write's slot CAS lost (found: the slot's value now): *done when
-  // another client's write of the key superseded this one.
-  Status superseded(const Shard& sh, std::string_view key, uint64_t expected, uint64_t found, TaskBuffers& tb,
-                    bool* done);
+  // After a write's slot CAS lost (found: the slot's value now; read_at:
+  // when the write read the slot): *done when another client's write of
+  // the key superseded this one.
+  Status superseded(const Shard& sh, std::string_view key, uint64_t expected, uint64_t found, uint64_t read_at,
+                    TaskBuffers& tb, bool* done);
   // After an insert: keep only the lowest-address copy of the key.
   // After an insert claimed own_slot (now holding own_value): clears every
   // other copy of the key but the lowest.

@@ -16,6 +16,13 @@
 // on the Initiator) and tasks per thread may call in at once. Data-path calls
 // return Status and never throw.
 //
+// Outcomes: OK means the operation took effect; kOutOfMemory, kTimedOut and
+// the other errors mean it did not; kOutcomeUnknown means its slot CAS was
+// posted and its completion failed (the memory blade stopped answering, the
+// session was ended), so it may or may not have (read the key to learn
+// which). An insert whose slot was claimed returns OK even when removing a
+// concurrent insert's duplicate copy failed afterwards (DESIGN.md).
+//
 // Memory: replaced and deleted blocks are retired with a grace period and
 // reused by the thread that retired them (see operations.cc).
 #pragma once
@@ -118,7 +125,8 @@ class HashTable {
   // write, their bucket reads and slot CASes each behind one doorbell (per
   // shard, kLoadBatchKeys at a time). Same promise as load(); a key given
   // twice gets the later value. On an error some keys may be loaded and
-  // others not; loading them again is harmless.
+  // others not (kOutcomeUnknown once slot CASes were posted); loading them
+  // again is harmless.
   Status load_batch(const std::string_view* keys, const std::string_view* values, size_t count);
   // Keys load_batch settles together: the block write and two bucket reads
   // per key fill one task's batch of requests (kMaxBatchSize), so that they

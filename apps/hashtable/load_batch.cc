@@ -157,7 +157,11 @@ Status Ops::load_batch(int si, const Shard& sh, const LoadItem* items, int count
     }
     if (!s.ok()) {
       release_unpublished(true);
-      return s;
+      // A remote access error says only that the failing CAS and those
+      // after it were not carried out: the ones before it were.
+      if (s.code() == Status::Code::kInvalidArgument) return s;
+      return Status::OutcomeUnknown("hash table: a load batch's slot CASes were posted and did not all complete, so "
+                                    "some of its keys may be loaded and others not (" + s.ToString() + ")");
     }
     for (int i = 0; i <= last_cas; ++i) {
       Pending& q = p[i];

@@ -32,6 +32,12 @@
 
 namespace smart::hashtable {
 
+Status SlotCasFailed(const Status& s, const std::string& what) {
+  if (s.code() == Status::Code::kRemoteAccess || s.code() == Status::Code::kInvalidArgument) return s;
+  return Status::OutcomeUnknown("hash table: " + what + " may or may not have taken effect: its slot CAS was posted " +
+                                "and did not complete (" + s.ToString() + ")");
+}
+
 Status Ops::search(int si, const Shard& sh, std::string_view key, const KeyHash& h, std::string* value) {
   TaskBuffers* tb = nullptr;
   Status s = task_buffers(&tb);
@@ -113,7 +119,8 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
     }
     FaultPoint("ht.write.casing");
     Status st = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
-    if (!st.ok()) return st;
+    // The new block stays taken: the slot may name it.
+    if (!st.ok()) return SlotCasFailed(st, insert ? "an insert of an existing key" : "an update");
     const uint64_t found = tb->words[0];
     if (found == expected) {
       retire_block(sh, expected);
@@ -226,7 +233,7 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
     const GlobalAddress slot(sh.node, v.slot_offset(best_bucket, best_slot));
     FaultPoint("ht.insert.claiming");
     s = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
-    if (!s.ok()) return s;
+    if (!s.ok()) return SlotCasFailed(s, "an insert");
     if (tb->words[0] != expected) {
       ++tc_.stats.cas_failures;
       g.retry_task();
@@ -242,7 +249,16 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
     // The slot is cached only once it is known to be the key's lowest copy:
     // an update through the cache must never land in a copy that this
     // insert is about to remove as a duplicate.
-    return remove_duplicates(si, sh, key, h, *tb, g, slot, desired);
+    //
+    // The insert took effect with its claim, whatever happens to the
+    // removal of duplicates: its copy is either the lowest (its value is
+    // the key's) or a higher one, which the insert of the lower copy
+    // superseded, just as if that one had come later. A copy left behind is
+    // never read (readers take the lowest), and the next insert or delete
+    // of the key removes it; so a failed removal does not make the insert
+    // fail.
+    (void)remove_duplicates(si, sh, key, h, *tb, g, slot, desired);
+    return Status::OK();
   }
   return bound.status();
 }
@@ -379,9 +395,13 @@ Status Ops::remove(int si, const Shard& sh, std::string_view key, const KeyHash&
       ++tc_.stats.slow_slot_reads;
       continue;
     }
+    FaultPoint("ht.remove.casing");
     s = in_.compare_and_swap(tb->words, GlobalAddress(sh.node, target->slot_offset), expected,
                              EmptySlot(HeaderDepth(v.header(target->bucket))), Option::kSync);
-    if (!s.ok()) return s;
+    // Removing a higher copy changes nothing a reader sees (the lowest one
+    // holds the key's value), so only the CAS on the last copy decides
+    // whether the delete took effect.
+    if (!s.ok()) return r.copies == 1 ? SlotCasFailed(s, "a delete") : s;
     if (tb->words[0] != expected) {
       ++tc_.stats.cas_failures;
       g.retry_task();
@@ -471,7 +491,7 @@ Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, con
     s = in_.write(tb->new_block, GlobalAddress(sh.node, offset), units * kBlockUnit, Option::kNone);
     if (!s.ok()) return s;
     s = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
-    if (!s.ok()) return s;
+    if (!s.ok()) return SlotCasFailed(s, "a read-modify-write");
     if (tb->words[0] == expected) {
       retire_block(sh, expected);
       if (options_.speculative_lookup) cache_put(h.primary, slot, desired);

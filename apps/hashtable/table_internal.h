@@ -46,6 +46,14 @@ constexpr size_t kBuildBufferSize = size_t{1} << 20;
 constexpr uint64_t kArenaBytes = 256 * 1024;
 
 const Status& NotFoundStatus();
+// What an operation whose slot CAS failed (status `s`) reports. A request
+// the memory blade refused (a remote access error: the request itself or an
+// earlier one on its queue pair, which flushes the rest) or one never posted
+// (invalid argument) was not carried out, and `s` says so. Any other failure
+// (the blade does not answer, the queue pair broke, the session was ended)
+// may have come after the blade carried the CAS out: kOutcomeUnknown,
+// naming `what` ("an update") and the failure.
+Status SlotCasFailed(const Status& s, const std::string& what);
 
 // value = v, without std::string's general replace when the length is
 // unchanged (the common case: a caller reusing its string for one table).

@@ -17,6 +17,7 @@
 #include "smart/bench.h"
 #include "smart/fault_injection.h"
 #include "smart/initiator.h"
+#include "smart/remote_lock.h"
 #include "smart/task.h"
 #include "test_util.h"
 
@@ -38,15 +39,16 @@ class HashTableStoppedTest : public ::testing::Test {
   }
   void TearDown() override { InstallFaultRules({}); }
 
-  // Runs fn as the one task of a thread of its own, and waits for it.
-  void OnOtherThread(const std::function<void()>& fn) {
+  // Runs fn as the one task of a thread of its own (a client of `in`,
+  // by default this test's), and waits for it.
+  void OnOtherThread(const std::function<void()>& fn, Initiator* in = nullptr) {
     std::thread t([&] {
       {
         TaskPool pool;
         pool.spawn(fn);
         pool.run();
       }
-      initiator_->release_thread();
+      (in != nullptr ? in : initiator_.get())->release_thread();
     });
     t.join();
   }
@@ -65,6 +67,53 @@ class HashTableStoppedTest : public ::testing::Test {
       initiator_->release_thread();
     });
     t.join();
+  }
+
+  // Runs `op` in a task held at fault point `point` while another client
+  // has the memory blade end this client's session, as the fence of a lock
+  // take-over does: the slot CAS the operation then posts is refused by
+  // this client's own provider (shm's soft fence), after the post.
+  Status FencedAt(const char* point, const std::function<Status()>& op) {
+    std::thread::id holder;
+    bool fenced = false;
+    SetFaultPointHook(point, [&] {
+      if (std::this_thread::get_id() != holder || fenced) return;
+      fenced = true;
+      Initiator other(config_);
+      other.connect(0, blade_->host(), blade_->port(), 2);
+      OnOtherThread(
+          [&] {
+            auto* scratch = static_cast<uint64_t*>(other.alloc_cache(8));
+            bool ended = false;
+            ASSERT_TRUE(FenceSession(other, 0, initiator_->session(0), scratch, LeaseOptions{}, &ended).ok());
+            ASSERT_TRUE(ended);
+          },
+          &other);
+    });
+    Status s;
+    RunHeld(&holder, [&] { s = op(); });
+    SetFaultPointHook(point, nullptr);
+    EXPECT_TRUE(fenced) << "the operation never reached " << point;
+    return s;
+  }
+
+  // The value of `key` as another client reads it ("(absent)" when absent).
+  std::string ReadByAnotherClient(const std::string& key) {
+    std::string value;
+    Initiator other(config_);
+    other.connect(0, blade_->host(), blade_->port(), 2);
+    HashTable table(other, config_, 1, options_);
+    OnOtherThread(
+        [&] {
+          const Status s = table.search(key, &value);
+          if (s.code() == Status::Code::kNotFound) {
+            value = "(absent)";
+          } else {
+            EXPECT_TRUE(s.ok()) << s.ToString();
+          }
+        },
+        &other);
+    return value;
   }
 
   static std::string Numbered(const char* prefix, int i) {
@@ -124,6 +173,64 @@ TEST_F(HashTableStoppedTest, AReadModifyWriteStalledAcrossSixteenReusesOfItsBloc
   ASSERT_TRUE(table_->search("counter", &value).ok());
   EXPECT_EQ(value, last + "!") << "the stalled read-modify-write won its CAS with a value computed from \"base\"";
   EXPECT_GT(table_->stats().slow_slot_reads, 0u);
+}
+
+// A slot CAS that was posted and whose completion then failed may have
+// been carried out before the failure (a memory blade that stopped
+// answering, a session ended under a request in flight): the operation
+// must not call itself failed, only of unknown outcome. Here the soft fence
+// refuses each CAS, so the table is left as it was; the operations still
+// cannot know that from their completions.
+TEST_F(HashTableStoppedTest, AnOperationWhoseSlotCasFailsAfterItsPostHasAnUnknownOutcome) {
+  struct Case {
+    const char* what;
+    const char* point;
+    std::function<Status(HashTable&)> op;
+    std::string before;  // the value the table keeps
+  };
+  const Case cases[] = {
+      {"an update", "ht.write.casing", [](HashTable& t) { return t.update("k", "new"); }, "old"},
+      {"an insert of an existing key", "ht.write.casing", [](HashTable& t) { return t.insert("k", "new"); }, "old"},
+      {"an insert of an absent key", "ht.insert.claiming", [](HashTable& t) { return t.insert("fresh", "new"); },
+       "(absent)"},
+      {"a read-modify-write", "ht.rmw.casing",
+       [](HashTable& t) { return t.read_modify_write("k", [](std::string* v) { *v += "+1"; }); }, "old"},
+      {"a delete", "ht.remove.casing", [](HashTable& t) { return t.remove("k"); }, "old"},
+  };
+  for (const Case& c : cases) {
+    Open();
+    ASSERT_TRUE(table_->insert("k", "old").ok());
+    const Status s = FencedAt(c.point, [&] { return c.op(*table_); });
+    EXPECT_EQ(s.code(), Status::Code::kOutcomeUnknown) << c.what << ": " << s.ToString();
+    EXPECT_NE(s.ToString().find("may or may not have taken effect"), std::string::npos) << s.ToString();
+    const std::string key = std::string(c.point) == "ht.insert.claiming" ? "fresh" : "k";
+    EXPECT_EQ(ReadByAnotherClient(key), c.before) << c.what << ": the refused CAS landed";
+    table_.reset();
+    initiator_.reset();
+    blade_.reset();
+  }
+}
+
+// A CAS the memory blade refuses with a remote access error (fault
+// injection, as a NIC reports a bad rkey) was not carried out: the
+// operation fails with that error, and the table is unchanged.
+TEST_F(HashTableStoppedTest, AnOperationWhoseSlotCasWasRefusedFailsWithTheError) {
+  // A work-request rule when the transport opens puts the fault-injecting
+  // wrapper in place (this one never fires); the one that fails is
+  // installed once the table is built and the key inserted.
+  Open();
+  table_.reset();
+  initiator_.reset();
+  config_.faults = ParseFaultRules("delay=1us@faa#1000000000");
+  initiator_ = std::make_unique<Initiator>(config_);
+  initiator_->connect(0, blade_->host(), blade_->port(), 8);
+  table_ = std::make_unique<HashTable>(*initiator_, config_, 1, options_);
+  ASSERT_TRUE(table_->insert("k", "old").ok());
+  InstallFaultRules(ParseFaultRules("fail@cas#1"));
+  const Status s = table_->update("k", "new");
+  InstallFaultRules({});
+  EXPECT_EQ(s.code(), Status::Code::kRemoteAccess) << s.ToString();
+  EXPECT_EQ(ReadByAnotherClient("k"), "old");
 }
 
 }  // namespace

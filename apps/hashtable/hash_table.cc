@@ -89,11 +89,11 @@ HashTable::ThreadContext& HashTable::context_slow() {
   // Half the guard: the other half covers a CAS posted just inside it and
   // carried out late (a verbs request retransmitted, clocks that differ in
   // rate between the client that read and the one that reuses).
-  tc->fresh_cycles = options_.tag_wrap_guard_ns == 0
-                         ? ~uint64_t{0}
-                         : static_cast<uint64_t>(static_cast<double>(options_.tag_wrap_guard_ns / 2) *
-                                                 CyclesPerNanosecond());
-  pool.offset_limit = kMaxBlockOffset;
+  if (options_.tag_wrap_guard_ns != 0) {
+    tc->fresh_cycles = static_cast<uint64_t>(static_cast<double>(options_.tag_wrap_guard_ns / 2) *
+                                             CyclesPerNanosecond());
+  }
+  tc->clock = Cycles();
   tc->blocks = std::make_unique<BlockPool>(initiator_, pool);
   if (options_.speculative_lookup && options_.speculative_cache_entries > 0) {
     tc->cache.resize(options_.speculative_cache_entries);
@@ -231,6 +231,7 @@ TableStats HashTable::stats() const {
     total.directory_moves += s.directory_moves;
     total.speculative_hits += s.speculative_hits;
     total.speculative_misses += s.speculative_misses;
+    total.speculative_looks_below += s.speculative_looks_below;
     total.slow_slot_reads += s.slow_slot_reads;
     const BlockPoolStats& b = tc->blocks->stats();
     total.blocks_retired += b.blocks_retired;

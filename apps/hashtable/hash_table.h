@@ -95,6 +95,7 @@ struct TableStats {
   uint64_t directory_moves = 0;    // directories this client moved to a larger array
   uint64_t speculative_hits = 0;   // lookups answered by the cached slot
   uint64_t speculative_misses = 0; // cached slots that had changed
+  uint64_t speculative_looks_below = 0;  // speculative reads that read the slots below their cached one too
   uint64_t slow_slot_reads = 0;    // slot words read again: too long since they were read (tag_wrap_guard_ns)
   uint64_t blocks_retired = 0;
   uint64_t blocks_reused = 0;
@@ -119,7 +120,9 @@ class HashTable {
   // insert() for loading: the caller promises that no other task or client
   // inserts this key at the same time, so the key cannot get a second copy
   // and the search for one after the slot is claimed (a round trip) is
-  // skipped. Breaking the promise can leave a key with two copies.
+  // skipped, and speculative reads of the copy need not look for another
+  // below it (layout.h, kBlockLoaded). Breaking the promise can leave a key
+  // with two copies and let such a read return the value of the wrong one.
   Status load(std::string_view key, std::string_view value);
   // load() of `count` keys, sharing round trips: their blocks go out in one
   // write, their bucket reads and slot CASes each behind one doorbell (per

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <chrono>
 #include <string>
 #include <thread>
 
@@ -116,6 +117,57 @@ class HashTableStoppedTest : public ::testing::Test {
     return value;
   }
 
+  // Inserts `key` ("late") in a thread of its own, held after its read of
+  // the buckets (the key absent) and before its claim, while another thread
+  // inserts it and updates it ("early", the copy Y) and the late insert's
+  // thread caches Y with a search. Once the late insert has claimed its slot X, and when X
+  // lies below Y (from then on X holds the key's value, until the late
+  // insert removes Y), runs `claimed` in the late insert's task, whose
+  // speculative cache still names Y. Returns false when X lies above Y.
+  bool LateLowerCopy(const std::string& key, const std::function<void()>& claimed) {
+    std::thread::id holder;
+    bool before_claim = false, scenario = false;
+    HashTable::Location early{};
+    SetFaultPointHook("ht.insert.claiming", [&] {
+      if (std::this_thread::get_id() != holder || before_claim) return;
+      before_claim = true;
+      OnOtherThread([&] {
+        // An update of the copy an insert claimed: its block must not pass
+        // for one of a loaded copy (kBlockLoaded) either.
+        ASSERT_TRUE(table_->insert(key, "inserted").ok());
+        ASSERT_TRUE(table_->update(key, "early").ok());
+        ASSERT_TRUE(table_->locate(key, &early).ok());
+      });
+      std::string value;
+      ASSERT_TRUE(table_->search(key, &value).ok());  // caches Y in this thread
+      ASSERT_EQ(value, "early");
+      ASSERT_TRUE(table_->search(key, &value).ok());  // a speculative hit
+      ASSERT_EQ(value, "early");
+    });
+    SetFaultPointHook("ht.insert.claimed", [&] {
+      if (std::this_thread::get_id() != holder || scenario) return;
+      HashTable::Location lowest{};
+      int copies = 0;
+      ASSERT_TRUE(table_->count_copies(key, &copies).ok());
+      ASSERT_TRUE(table_->locate(key, &lowest).ok());
+      if (copies != 2 || lowest.slot == early.slot) return;
+      scenario = true;
+      claimed();
+    });
+    Status inserted;
+    RunHeld(&holder, [&] { inserted = table_->insert(key, "late"); });
+    SetFaultPointHook("ht.insert.claiming", nullptr);
+    SetFaultPointHook("ht.insert.claimed", nullptr);
+    EXPECT_TRUE(before_claim) << key << ": the late insert never reached its claim";
+    EXPECT_TRUE(inserted.ok()) << key << ": " << inserted.ToString();
+    return scenario;
+  }
+
+  uint64_t SpeculativeLookups() const {
+    const TableStats s = table_->stats();
+    return s.speculative_hits + s.speculative_misses;
+  }
+
   static std::string Numbered(const char* prefix, int i) {
     char buf[32];
     snprintf(buf, sizeof(buf), "%s%05d", prefix, i);
@@ -173,6 +225,66 @@ TEST_F(HashTableStoppedTest, AReadModifyWriteStalledAcrossSixteenReusesOfItsBloc
   ASSERT_TRUE(table_->search("counter", &value).ok());
   EXPECT_EQ(value, last + "!") << "the stalled read-modify-write won its CAS with a value computed from \"base\"";
   EXPECT_GT(table_->stats().slow_slot_reads, 0u);
+}
+
+// A speculative search whose cached slot Y has a lower copy X of the key
+// (a late insert's, not yet rid of its duplicate Y) must return X's value:
+// every reader that looks at the buckets now does, so Y's value would be a
+// stale read after a newer one.
+TEST_F(HashTableStoppedTest, ASpeculativeSearchReturnsTheLowestCopyAfterALateInsertClaimedBelowIt) {
+  options_.speculative_lookup = true;
+  options_.spread_inserts_for_tests = true;
+  Open();
+  int seen = 0;
+  for (int k = 0; k < 64 && seen < 3; ++k) {
+    const std::string key = "late" + std::to_string(k);
+    std::string found;
+    uint64_t lookups = 0;
+    const bool scenario = LateLowerCopy(key, [&] {
+      const uint64_t before = SpeculativeLookups();
+      ASSERT_TRUE(table_->search(key, &found).ok());
+      lookups = SpeculativeLookups() - before;
+    });
+    if (!scenario) continue;
+    ++seen;
+    EXPECT_GT(lookups, 0u) << key << ": the search did not consult its cache";
+    EXPECT_EQ(found, "late") << key << ": the search read the higher copy that the late insert is about to remove";
+    int copies = 0;
+    ASSERT_TRUE(table_->count_copies(key, &copies).ok());
+    EXPECT_EQ(copies, 1) << key;
+  }
+  EXPECT_GT(seen, 0) << "no late insert claimed a slot below the early copy";
+}
+
+// A speculative update whose cached slot Y has a lower copy X (as above)
+// began after X was claimed: it must land in X, or the late insert removes
+// it with Y and the acknowledged update is lost.
+TEST_F(HashTableStoppedTest, ASpeculativeUpdateAfterALateInsertClaimedBelowItIsNotLost) {
+  options_.speculative_lookup = true;
+  options_.spread_inserts_for_tests = true;
+  Open();
+  int seen = 0;
+  for (int k = 0; k < 64 && seen < 3; ++k) {
+    const std::string key = "late" + std::to_string(k);
+    Status updated;
+    uint64_t lookups = 0;
+    const bool scenario = LateLowerCopy(key, [&] {
+      const uint64_t before = SpeculativeLookups();
+      updated = table_->update(key, "update");
+      lookups = SpeculativeLookups() - before;
+    });
+    if (!scenario) continue;
+    ++seen;
+    ASSERT_TRUE(updated.ok()) << key << ": " << updated.ToString();
+    EXPECT_GT(lookups, 0u) << key << ": the update did not consult its cache";
+    std::string found;
+    ASSERT_TRUE(table_->search(key, &found).ok());
+    EXPECT_EQ(found, "update") << key << ": the acknowledged update was removed with the duplicate it landed in";
+    int copies = 0;
+    ASSERT_TRUE(table_->count_copies(key, &copies).ok());
+    EXPECT_EQ(copies, 1) << key;
+  }
+  EXPECT_GT(seen, 0) << "no late insert claimed a slot below the early copy";
 }
 
 // A slot CAS that was posted and whose completion then failed may have

@@ -360,6 +360,31 @@ TEST_F(HashTableTest, SpeculativeLookupHitsAndNoticesChanges) {
   EXPECT_EQ(table_->search("k", &value).code(), Status::Code::kNotFound);
 }
 
+// A copy that a load claimed carries kBlockLoaded through every write of
+// it, so speculative reads take its slot and block alone; a copy that an
+// insert claimed may have a late insert's copy below it, so they look
+// there too (lookup.cc).
+TEST_F(HashTableTest, SpeculativeReadsLookBelowOnlyCopiesThatInsertsClaimed) {
+  Open(1000, true);
+  ASSERT_TRUE(table_->load("loaded", "v1").ok());
+  ASSERT_TRUE(table_->update("loaded", "v2").ok());  // through the cache
+  HashTable other(*initiator_, config_, 1, options_);
+  std::thread writer([&] {
+    ASSERT_TRUE(other.update("loaded", "v3").ok());  // another client's write
+    ASSERT_TRUE(other.insert("loaded", "v4").ok());  // an upsert of the existing copy
+  });
+  writer.join();
+  std::string value;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(table_->search("loaded", &value).ok());
+  EXPECT_EQ(value, "v4");
+  EXPECT_EQ(table_->stats().speculative_looks_below, 0u) << "a read looked below a loaded copy";
+  EXPECT_GT(table_->stats().speculative_hits, 0u);
+  ASSERT_TRUE(table_->insert("inserted", "w1").ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(table_->search("inserted", &value).ok());
+  EXPECT_EQ(value, "w1");
+  EXPECT_GE(table_->stats().speculative_looks_below, 2u) << "reads of a copy an insert claimed did not look below";
+}
+
 TEST_F(HashTableTest, TwoShardsOnTwoBlades) {
   Open(2000, false, 2);
   EXPECT_STREQ(table_->name(), "HashTableMultiShard");

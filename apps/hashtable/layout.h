@@ -213,7 +213,7 @@ inline bool SlotAgreesWithHeader(uint64_t slot, uint64_t header) {
 struct BlockHeader {
   uint16_t key_length;
   uint8_t tag;
-  uint8_t flags;  // kBlockLoaded
+  uint8_t flags;  // kBlockLoaded, kBlockDerived
   uint32_t value_length;
 };
 // The slot holding this block got its key's copy from a load (HashTable::
@@ -222,6 +222,11 @@ struct BlockHeader {
 // then lie below the slot, so a speculative read need not look there
 // (lookup.cc). Blocks of copies that inserts claimed do not carry it.
 constexpr uint8_t kBlockLoaded = 1;
+// Written by a read-modify-write: its value was computed from the one it
+// replaced. A write that lost its CAS to such a block cannot have taken
+// effect just before it (the read-modify-write read the value before), so
+// it does not count itself superseded (Ops::superseded).
+constexpr uint8_t kBlockDerived = 2;
 static_assert(sizeof(BlockHeader) == 8);
 constexpr size_t kBlockTrailer = 4;
 
@@ -246,6 +251,9 @@ inline std::string_view BlockKey(const char* block) {
 }
 inline bool BlockLoaded(const char* block) {
   return (reinterpret_cast<const BlockHeader*>(block)->flags & kBlockLoaded) != 0;
+}
+inline bool BlockDerived(const char* block) {
+  return (reinterpret_cast<const BlockHeader*>(block)->flags & kBlockDerived) != 0;
 }
 inline std::string_view BlockValue(const char* block) {
   const auto* h = reinterpret_cast<const BlockHeader*>(block);

@@ -300,10 +300,11 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
 // before that one, where no reader can see it, and is done: a retry would
 // only put an older value over a newer one. A frozen or emptied slot, or
 // one that names the same block (a split's rewrite), is not such a write,
-// nor a block of another key (the slot was reused): those retry, and so
-// does a write that could not read the block soon enough after its read of
-// the slot (read_at) to be sure that the block still holds what `found`
-// named.
+// nor a block of another key (the slot was reused), nor one that a
+// read-modify-write wrote (it computed its value from the one this write
+// read, so this write cannot go just before it): those retry, and so does a
+// write that could not read the block soon enough after its read of the
+// slot (read_at) to be sure that the block still holds what `found` named.
 Status Ops::superseded(const Shard& sh, std::string_view key, uint64_t expected, uint64_t found, uint64_t read_at,
                        TaskBuffers& tb, bool* done, bool* found_loaded) {
   *done = false;
@@ -315,7 +316,7 @@ Status Ops::superseded(const Shard& sh, std::string_view key, uint64_t expected,
   Status s = in_.read(tb.blocks, GlobalAddress(sh.node, SlotBlockOffset(found)), length, Option::kSync);
   if (!s.ok()) return s;
   if (CheckBlock(tb.blocks, length, SlotTag(found)) == BlockCheck::kValid && BlockKey(tb.blocks) == key &&
-      fresh(read_at)) {
+      !BlockDerived(tb.blocks) && fresh(read_at)) {
     *done = true;
     *found_loaded = BlockLoaded(tb.blocks);
     ++tc_.stats.writes_superseded;
@@ -513,8 +514,9 @@ Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, con
       units = need;
       have_block = true;
     }
-    // The flag follows the copy (layout.h, kBlockLoaded).
-    EncodeBlock(key, value, tag, units, tb->new_block, r.first.loaded ? kBlockLoaded : 0);
+    // kBlockLoaded follows the copy; kBlockDerived: a write that loses its
+    // CAS to this one must not count itself superseded (layout.h).
+    EncodeBlock(key, value, tag, units, tb->new_block, (r.first.loaded ? kBlockLoaded : 0) | kBlockDerived);
     const uint64_t desired = SlotWithParity(NewSlot(h, units, tag, offset), HeaderDepth(v.header(r.first.bucket)));
     const GlobalAddress slot(sh.node, r.first.slot_offset);
     // The CAS compares the slot word with the one read, which after 16

@@ -200,6 +200,27 @@ TEST_F(HashTableTest, AnUpdateOvertakenByAnotherUpdateOfItsKeyIsSuperseded) {
   EXPECT_EQ(copies, 1);
 }
 
+// A read-modify-write of another client replaces the value between the
+// update's read and its CAS. The update cannot count itself superseded
+// (taken effect just before that write, unseen): the read-modify-write
+// computed its value from the one before the update, so it would have had
+// to see the update's. The update must try again and land.
+TEST_F(HashTableTest, AnUpdateOvertakenByAReadModifyWriteIsNotSuperseded) {
+  Open(1000);
+  ASSERT_TRUE(table_->insert("k", "v0").ok());
+  Initiator other_initiator(config_);
+  other_initiator.connect(0, blades_[0]->host(), blades_[0]->port(), 8);
+  HashTable other(other_initiator, config_, 1, options_);
+  BetweenReadAndCas([&] { ASSERT_TRUE(other.read_modify_write("k", [](std::string* v) { *v += "+1"; }).ok()); });
+  ASSERT_TRUE(table_->update("k", "mine").ok());
+  SetFaultPointHook("ht.write.casing", {});
+  std::string value;
+  ASSERT_TRUE(table_->search("k", &value).ok());
+  EXPECT_EQ(value, "mine") << "the update counted itself superseded by a read-modify-write that never saw it";
+  EXPECT_EQ(table_->stats().writes_superseded, 0u);
+  EXPECT_GT(table_->stats().cas_failures, 0u);
+}
+
 // A split (another client's inserts) rewrites or moves the key's slot
 // between the read and the CAS: no write of the key happened, so the update
 // must retry and land, not count itself superseded.

@@ -162,8 +162,8 @@ Status Ops::load_batch(int si, const Shard& sh, const LoadItem* items, int count
       // A remote access error says only that the failing CAS and those
       // after it were not carried out: the ones before it were.
       if (s.code() == Status::Code::kInvalidArgument) return s;
-      return Status::OutcomeUnknown("hash table: a load batch's slot CASes were posted and did not all complete, so "
-                                    "some of its keys may be loaded and others not (" + s.ToString() + ")");
+      return Status::OutcomeUnknown("hash table: a load batch may or may not have taken effect for each of its "
+                                    "keys: its slot CASes were posted and did not all complete (" + s.ToString() + ")");
     }
     for (int i = 0; i <= last_cas; ++i) {
       Pending& q = p[i];

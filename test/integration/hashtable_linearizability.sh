@@ -31,7 +31,8 @@
 #   hashtable_linearizability.sh [MODE]
 #
 # On a violation, the histories and Porcupine's visualization of the key's
-# history are kept in $SMART_GO_DIR/hashtable_linearizability.MODE/.
+# history are kept in $SMART_GO_DIR/hashtable_linearizability/ (.MODE/ but
+# for kill).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/hashtable_lib.sh"
 source "$SMART_SOURCE/test/linearizability/go_env.sh"
@@ -44,7 +45,8 @@ build_checker
 start_hashtable_blade 256
 SERVERS=("127.0.0.1:$BLADE_PORT")
 L=$WORK_DIR
-KEEP=$SMART_GO_DIR/hashtable_linearizability.$MODE
+KEEP=$SMART_GO_DIR/hashtable_linearizability
+[[ $MODE == kill ]] || KEEP+=.$MODE
 rm -rf "$KEEP"
 D=$(sized 4 2)
 N=$((D * 100))

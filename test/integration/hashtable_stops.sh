@@ -34,8 +34,8 @@ R=$(sized 40 6)
 check build --expected-keys 20000 "${COMMON[@]}" >/dev/null
 
 # victim NAME FAULT ARGS...: hashtable_check ARGS in the background with
-# SMART_FAULTS=FAULT, output in $L/NAME.out; waits until it stopped there.
-# Sets VICTIM.
+# SMART_FAULTS=FAULT, output in $L/NAME.out; waits until it stopped there,
+# and has it resumed STOP s later (while the others run). Sets VICTIM.
 victim() {
   local name=$1 fault=$2 state
   shift 2
@@ -44,41 +44,39 @@ victim() {
   VICTIM=$!
   for _ in $(seq 1 $((20 * 120))); do
     state=$(awk '{print $3}' "/proc/$VICTIM/stat" 2>/dev/null || echo X)
-    [[ $state == T ]] && return 0
+    if [[ $state == T ]]; then
+      (sleep "$STOP" && kill -CONT "$VICTIM") &
+      return 0
+    fi
     [[ $state == X || $state == Z ]] && break
     sleep 0.05
   done
   cat "$L/$name.out" >&2
   fail "$name never stopped at $fault"
 }
-# resume PID NAME: after the victim was stopped at least STOP s, resumes it
-# and waits for it to finish, which it must.
-resume() {
-  local pid=$1 name=$2 since=$3
-  local left=$((STOP - (SECONDS - since)))
-  ((left > 0)) && sleep "$left"
-  kill -CONT "$pid"
-  wait "$pid" || { cat "$L/$name.out" >&2; fail "$name failed after it was resumed"; }
+# finish PID NAME: waits for the resumed victim, which must succeed.
+finish() {
+  wait "$1" || { cat "$L/$2.out" >&2; fail "$2 failed after it was resumed"; }
 }
 
 # updates
 check insert --from 0 --to "$K" --writer 0 --log "$L/u0.log" >/dev/null
 victim upd1 'stop@point:ht.write.casing#5' update --from 0 --to "$K" --writer 1 --rounds "$R" --log "$L/u1.log"
-V1=$VICTIM T1=$SECONDS
+V1=$VICTIM
 check "${COMMON[@]}" update --from 0 --to "$K" --writer 2 --rounds "$R" --log "$L/u2.log" >/dev/null
-resume "$V1" upd1 "$T1"
+finish "$V1" upd1
 check check-log --from 0 --to "$K" --log "$L/u0.log" --log "$L/u1.log" --log "$L/u2.log" >/dev/null
 echo "ok: a writer stopped between its check and its CAS for ${STOP} s while another updated its keys: nothing lost"
 
 # rmw
 check insert --from 1000 --to $((1000 + K)) --writer 0 >/dev/null
 victim rmw1 'stop@point:ht.rmw.modifying#5' rmw --from 1000 --to $((1000 + K)) --rounds "$R" --log "$L/r1.log"
-V1=$VICTIM T1=$SECONDS
+V1=$VICTIM
 victim rmw2 'stop@posted:cas#40' rmw --from 1000 --to $((1000 + K)) --rounds "$R" --log "$L/r2.log"
-V2=$VICTIM T2=$SECONDS
+V2=$VICTIM
 check "${COMMON[@]}" rmw --from 1000 --to $((1000 + K)) --rounds "$R" --log "$L/r3.log" >/dev/null
-resume "$V1" rmw1 "$T1"
-resume "$V2" rmw2 "$T2"
+finish "$V1" rmw1
+finish "$V2" rmw2
 check check-rmw --from 1000 --to $((1000 + K)) --log "$L/r1.log" --log "$L/r2.log" --log "$L/r3.log" >/dev/null
 again=$(sed -n 's/.*slot words read again \([0-9]*\).*/\1/p' "$L/rmw1.out")
 ((${again:-0} > 0)) || { cat "$L/rmw1.out" >&2; fail "the read-modify-write stopped past half its wrap guard did not read again"; }
@@ -92,10 +90,10 @@ fi
 # inserts
 victim ins1 'stop@point:ht.insert.claiming#3' --spread-inserts churn --from 2000 --to $((2000 + K)) --writer 1 \
   --rounds "$R" --log "$L/c1.log"
-V1=$VICTIM T1=$SECONDS
+V1=$VICTIM
 check "${COMMON[@]}" --spread-inserts churn --from 2000 --to $((2000 + K)) --writer 2 --rounds "$R" --log "$L/c2.log" \
   >/dev/null
-resume "$V1" ins1 "$T1"
+finish "$V1" ins1
 check check-log --from 2000 --to $((2000 + K)) --log "$L/c1.log" --log "$L/c2.log" >/dev/null
 echo "ok: an insert stopped between its read and its claim while another writer churned its keys: logs and table agree"
 pass "writers stopped inside their windows and resumed: their logs and the table agree"

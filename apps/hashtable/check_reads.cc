@@ -1,6 +1,5 @@
 // hashtable_check's reading and inspecting commands: verify, read, count,
-// capacity, torn (a block torn on purpose) and contend (a recorded history
-// for the linearizability checker).
+// capacity and torn (a block torn on purpose).
 #include <algorithm>
 #include <atomic>
 #include <map>
@@ -8,8 +7,6 @@
 
 #include "check_support.h"
 #include "layout.h"
-#include "smart/check/op_history.h"
-#include "smart/ycsb.h"
 
 namespace smart::hashtable::check {
 
@@ -175,77 +172,5 @@ int Torn(Checker& c, const Options&) {
   printf("hashtable_check torn: %" PRIu64 " torn reads detected, then the right value\n", torn_seen);
   return c.finish("torn");
 }
-
-
-// Threads x coroutines issue searches (40%), inserts, updates and deletes
-// (20% each) of keys --from..--to, drawn with a zipf law (--zipf), for
-// --duration seconds, and record each operation with its outcome in the
-// --history file (history.h), for the linearizability checker
-// (test/linearizability). With --ops N each worker issues N operations, one
-// on each tick of a period of duration / N, ticks counted from 0 on the
-// monotonic clock: every worker of every process with the same period
-// starts an operation at the same instant, so that on the hot keys they
-// overlap, and the history stays small enough to check. Values are "w<writer>:<key>:<seq>", unique per
-// process. An error other than not-found fails the command; its operation
-// stays in the history without a response (its outcome is unknown).
-int Contend(Checker& c, const Options& o) {
-  if (o.to <= o.from) throw Error("contend needs keys: --to must be above --from");
-  smart::check::HistoryRecorder history(o.history);
-  const ycsb::ZipfianParams zipf(o.to - o.from, o.zipf);
-  const uint64_t end = NowNs() + static_cast<uint64_t>(o.duration * 1e9);
-  const uint64_t period = o.ops == 0 ? 0 : std::max<uint64_t>(1, static_cast<uint64_t>(o.duration * 1e9) / o.ops);
-  std::atomic<uint64_t> ops{0}, found{0}, not_found{0};
-  c.run([&](int worker, uint64_t, uint64_t) {
-    ycsb::Random random(static_cast<uint64_t>(o.writer) * 1000003u + static_cast<uint64_t>(worker) + 1);
-    smart::check::HistoryRecorder::Op op;
-    op.client = "w" + std::to_string(o.writer) + "." + std::to_string(worker);
-    std::string value;
-    while (NowNs() < end && !c.failed() && (o.ops == 0 || op.seq < o.ops)) {
-      if (period != 0) {
-        // Far from the tick the thread sleeps (its other tasks wait for the
-        // tick too, or for a completion), so that waiting costs no CPU.
-        const uint64_t tick = (NowNs() / period + 1) * period;
-        for (uint64_t now = NowNs(); now < tick; now = NowNs()) {
-          if (tick - now > 300000) {
-            usleep(100);
-          } else {
-            this_task::yield();
-          }
-        }
-      }
-      const uint64_t id = o.from + ycsb::ZipfianRank(zipf, random);
-      const double pick = random.uniform();
-      const int kind = pick < 0.4 ? 0 : pick < 0.6 ? 1 : pick < 0.8 ? 2 : 3;
-      static const char* const kKinds[] = {"search", "insert", "update", "delete"};
-      ++op.seq;
-      op.key = Key(id);
-      op.kind = kKinds[kind];
-      op.input = kind == 1 || kind == 2 ? Value(o.writer, id, (static_cast<uint64_t>(worker) << 32) | op.seq) : "-";
-      history.invoke(&op);
-      Status s;
-      switch (kind) {
-        case 0: s = c.table().search(op.key, &value); break;
-        case 1: s = c.table().insert(op.key, op.input); break;
-        case 2: s = c.table().update(op.key, op.input); break;
-        default: s = c.table().remove(op.key); break;
-      }
-      if (s.ok()) {
-        history.complete(op, kind == 0 ? value : "ok");
-        found.fetch_add(1, std::memory_order_relaxed);
-      } else if (s.code() == Status::Code::kNotFound && kind != 1) {
-        history.complete(op, "not-found");
-        not_found.fetch_add(1, std::memory_order_relaxed);
-      } else {
-        c.fail(std::string(op.kind) + " " + op.key + ": " + s.ToString());
-      }
-      ops.fetch_add(1, std::memory_order_relaxed);
-    }
-  });
-  if (!history.ok()) c.fail("writing the history " + o.history + " failed");
-  printf("hashtable_check contend: %" PRIu64 " operations (%" PRIu64 " ok, %" PRIu64 " not found)\n", ops.load(),
-         found.load(), not_found.load());
-  return c.finish("contend");
-}
-
 
 }  // namespace smart::hashtable::check

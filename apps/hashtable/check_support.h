@@ -1,13 +1,16 @@
 // hashtable_check's shared parts: the command line's options, the key and
 // value formats, and the Checker (the connected table and the first failure
 // seen). The commands live in check_writes.cc (insert, load, update,
-// delete, churn, check-log) and check_reads.cc (verify, read, count,
-// capacity, torn, contend); hashtable_check.cc parses the command line.
+// delete, churn, check-log), check_reads.cc (verify, read, count, capacity,
+// torn), check_contend.cc (contend) and check_rmw.cc (rmw, check-rmw);
+// hashtable_check.cc parses the command line.
 //
 // Values written here have the form "w<writer>:<key>:<seq>", so a reader can
-// tell who wrote a value, for which key, and in which round.
+// tell who wrote a value, for which key, and in which round; a
+// read-modify-write appends "+1" or counts the "+N" up (Bump).
 #pragma once
 
+#include <charconv>
 #include <cinttypes>
 #include <cstdio>
 #include <functional>
@@ -46,12 +49,33 @@ struct Options {
   std::string history;            // contend: every operation and its outcome (history.h)
   double zipf = 0.99;             // contend: skew of the key chooser
   uint64_t ops = 0;               // contend: operations per worker, on ticks over --duration (0: back to back)
+  int fresh = 0;                  // contend: percent of operations on keys of the worker's own (inserts: splits)
+  bool spread_inserts = false;    // TableOptions::spread_inserts_for_tests
+  uint64_t wrap_guard_ms = 0;     // TableOptions::tag_wrap_guard_ns (0: the table's default)
 };
 
 inline std::string Key(uint64_t id) {
   char buf[32];
   snprintf(buf, sizeof(buf), "key%012" PRIu64, id);
   return buf;
+}
+
+// What the checkers' read-modify-write does to a value, as the
+// linearizability checker's model has it (test/linearizability/model.go,
+// Bump): a value ending in "+N" (N a number written without leading zeros)
+// ends in "+N+1" instead; any other value gets "+1" appended.
+inline std::string Bump(const std::string& v) {
+  const size_t plus = v.rfind('+');
+  if (plus != std::string::npos) {
+    const char* first = v.data() + plus + 1;
+    const char* last = v.data() + v.size();
+    uint64_t n = 0;
+    const auto [end, error] = std::from_chars(first, last, n);
+    if (error == std::errc() && end == last && first != last && std::to_string(n) == std::string(first, last)) {
+      return v.substr(0, plus + 1) + std::to_string(n + 1);
+    }
+  }
+  return v + "+1";
 }
 
 inline std::string Value(int writer, uint64_t id, uint64_t seq) {
@@ -91,6 +115,8 @@ class Checker {
     options.lease.lease_ns = o_.lease_ms * 1000000;
     options.retry_timeout_ns = o_.retry_timeout_ms * 1000000;
     options.directory_capacity_depth = o_.directory_capacity_depth;
+    options.spread_inserts_for_tests = o_.spread_inserts;
+    if (o_.wrap_guard_ms != 0) options.tag_wrap_guard_ns = o_.wrap_guard_ms * 1000000;
     table_ = std::make_unique<HashTable>(*initiator_, config_, static_cast<int>(o_.servers.size()), options);
   }
 
@@ -127,9 +153,10 @@ class Checker {
     const hashtable::TableStats s = table_->stats();
     printf("hashtable_check %s: ok (torn reads %" PRIu64 ", torn buckets %" PRIu64 ", stale directory %" PRIu64
            ", CAS failures %" PRIu64
-           ", splits %" PRIu64 ", splits of dead clients finished %" PRIu64 ", retired %" PRIu64 ", reused %" PRIu64 ")\n",
+           ", splits %" PRIu64 ", splits of dead clients finished %" PRIu64 ", retired %" PRIu64 ", reused %" PRIu64
+           ", duplicates removed %" PRIu64 ", slot words read again %" PRIu64 ")\n",
            what.c_str(), s.torn_reads, s.torn_buckets, s.stale_directory, s.cas_failures, s.splits, s.splits_recovered,
-           s.blocks_retired, s.blocks_reused);
+           s.blocks_retired, s.blocks_reused, s.duplicates_removed, s.slow_slot_reads);
     return 0;
   }
 
@@ -155,5 +182,7 @@ int Count(Checker& c, const Options& o);
 int Capacity(Checker& c, const Options& o);
 int Torn(Checker& c, const Options& o);
 int Contend(Checker& c, const Options& o);
+int Rmw(Checker& c, const Options& o);
+int CheckRmw(Checker& c, const Options& o);
 
 }  // namespace smart::hashtable::check

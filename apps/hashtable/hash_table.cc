@@ -85,7 +85,15 @@ HashTable::ThreadContext& HashTable::context_slow() {
   pool.arena_bytes = kArenaBytes;
   pool.grace_ns = options_.reclaim_grace_ns;
   pool.tag_bits = kTagBits;
-  pool.offset_limit = kMaxBlockOffset;
+  pool.wrap_guard_ns = options_.tag_wrap_guard_ns;
+  // Half the guard: the other half covers a CAS posted just inside it and
+  // carried out late (a verbs request retransmitted, clocks that differ in
+  // rate between the client that read and the one that reuses).
+  if (options_.tag_wrap_guard_ns != 0) {
+    tc->fresh_cycles = static_cast<uint64_t>(static_cast<double>(options_.tag_wrap_guard_ns / 2) *
+                                             CyclesPerNanosecond());
+  }
+  tc->clock = Cycles();
   tc->blocks = std::make_unique<BlockPool>(initiator_, pool);
   if (options_.speculative_lookup && options_.speculative_cache_entries > 0) {
     tc->cache.resize(options_.speculative_cache_entries);
@@ -223,6 +231,8 @@ TableStats HashTable::stats() const {
     total.directory_moves += s.directory_moves;
     total.speculative_hits += s.speculative_hits;
     total.speculative_misses += s.speculative_misses;
+    total.speculative_looks_below += s.speculative_looks_below;
+    total.slow_slot_reads += s.slow_slot_reads;
     const BlockPoolStats& b = tc->blocks->stats();
     total.blocks_retired += b.blocks_retired;
     total.blocks_reused += b.blocks_reused;

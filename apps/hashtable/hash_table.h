@@ -16,6 +16,13 @@
 // on the Initiator) and tasks per thread may call in at once. Data-path calls
 // return Status and never throw.
 //
+// Outcomes: OK means the operation took effect; kOutOfMemory, kTimedOut and
+// the other errors mean it did not; kOutcomeUnknown means its slot CAS was
+// posted and its completion failed (the memory blade stopped answering, the
+// session was ended), so it may or may not have (read the key to learn
+// which). An insert whose slot was claimed returns OK even when removing a
+// concurrent insert's duplicate copy failed afterwards (DESIGN.md).
+//
 // Memory: replaced and deleted blocks are retired with a grace period and
 // reused by the thread that retired them (see operations.cc).
 #pragma once
@@ -45,6 +52,13 @@ struct TableOptions {
   size_t speculative_cache_entries = size_t{1} << 18;
   // A retired block is reused only after this long.
   uint64_t reclaim_grace_ns = 20000000;
+  // A block whose 4-bit tag wraps back to 0 waits this long before it is
+  // reused (BlockPoolOptions::wrap_guard_ns), and an operation acts on a
+  // slot word it read (CASes it, or trusts the block it names) only within
+  // half of this after it read it, else it reads again. So a slot word that
+  // merely looks unchanged after 16 reuses of its block is never taken for
+  // the one read (DESIGN.md, "Reclamation and tags"). 0 turns both off.
+  uint64_t tag_wrap_guard_ns = 2000000000;
   // The resize lock's and the build claim's lease: a client that died
   // splitting or building is taken over after this (sooner when the memory
   // blade saw its session close).
@@ -81,6 +95,8 @@ struct TableStats {
   uint64_t directory_moves = 0;    // directories this client moved to a larger array
   uint64_t speculative_hits = 0;   // lookups answered by the cached slot
   uint64_t speculative_misses = 0; // cached slots that had changed
+  uint64_t speculative_looks_below = 0;  // speculative reads that read the slots below their cached one too
+  uint64_t slow_slot_reads = 0;    // slot words read again: too long since they were read (tag_wrap_guard_ns)
   uint64_t blocks_retired = 0;
   uint64_t blocks_reused = 0;
   uint64_t remote_bytes_allocated = 0;  // block memory taken from the blades
@@ -104,13 +120,16 @@ class HashTable {
   // insert() for loading: the caller promises that no other task or client
   // inserts this key at the same time, so the key cannot get a second copy
   // and the search for one after the slot is claimed (a round trip) is
-  // skipped. Breaking the promise can leave a key with two copies.
+  // skipped, and speculative reads of the copy need not look for another
+  // below it (layout.h, kBlockLoaded). Breaking the promise can leave a key
+  // with two copies and let such a read return the value of the wrong one.
   Status load(std::string_view key, std::string_view value);
   // load() of `count` keys, sharing round trips: their blocks go out in one
   // write, their bucket reads and slot CASes each behind one doorbell (per
   // shard, kLoadBatchKeys at a time). Same promise as load(); a key given
   // twice gets the later value. On an error some keys may be loaded and
-  // others not; loading them again is harmless.
+  // others not (kOutcomeUnknown once slot CASes were posted); loading them
+  // again is harmless.
   Status load_batch(const std::string_view* keys, const std::string_view* values, size_t count);
   // Keys load_batch settles together: the block write and two bucket reads
   // per key fill one task's batch of requests (kMaxBatchSize), so that they

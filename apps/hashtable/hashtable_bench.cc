@@ -100,10 +100,12 @@ int Run(const YcsbOptions& o, const DataStructureConfig& config, SmartConfig sma
     const hashtable::TableStats st = table.stats();
     SMART_INFO("hashtable_bench: during the run: torn reads %" PRIu64 ", CAS failures %" PRIu64
                " (writes superseded %" PRIu64 "), splits %" PRIu64
-               ", speculative hits %" PRIu64 " misses %" PRIu64 ", blocks retired %" PRIu64 " reused %" PRIu64,
+               ", speculative hits %" PRIu64 " misses %" PRIu64 " (%" PRIu64 " looked below their slot)"
+               ", blocks retired %" PRIu64 " reused %" PRIu64,
                st.torn_reads - before.torn_reads, st.cas_failures - before.cas_failures,
                st.writes_superseded - before.writes_superseded, st.splits - before.splits,
                st.speculative_hits - before.speculative_hits, st.speculative_misses - before.speculative_misses,
+               st.speculative_looks_below - before.speculative_looks_below,
                st.blocks_retired - before.blocks_retired, st.blocks_reused - before.blocks_reused);
     if (blade) {
       SMART_INFO("hashtable_bench: memory blade holds %.1f MiB (resident)",

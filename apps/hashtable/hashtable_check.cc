@@ -36,17 +36,23 @@ int main(int argc, char** argv) {
   app.add_option("--directory-capacity-depth", o.directory_capacity_depth,
                  "room in the directory of a table this client builds (2^N entries); it moves when outgrown")
       ->check(CLI::Range(0, 32));
-  app.add_option("--log", o.logs, "insert/update/delete/churn: write this writer's log of acknowledged operations; "
-                 "check-log: a writer log to check against (repeat)");
+  app.add_option("--log", o.logs, "insert/update/delete/churn/rmw: write this writer's log of acknowledged operations; "
+                 "check-log/check-rmw: a log to check against (repeat)");
   app.add_option("--history", o.history, "contend: record every operation and its outcome in this file (history.h)");
   app.add_option("--ops", o.ops, "contend: operations per worker, started on ticks spread over --duration (0: back to back)");
   app.add_option("--zipf", o.zipf, "contend: skew of the zipf key chooser (0: uniform)")->check(CLI::Range(0.0, 0.999));
+  app.add_option("--fresh", o.fresh, "contend: percent of operations that insert (or search) keys of the worker's own, "
+                 "so that a small table splits")->check(CLI::Range(0, 100));
+  app.add_flag("--spread-inserts", o.spread_inserts, "racing inserts of one key claim different slots, leaving "
+               "duplicates to remove (TableOptions::spread_inserts_for_tests)");
+  app.add_option("--wrap-guard-ms", o.wrap_guard_ms, "TableOptions::tag_wrap_guard_ns in ms (0: the table's default)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{3600000}));
   app.add_flag("--exact", o.exact, "verify: each value is the one --writer wrote in round --rounds (its acknowledged write)");
   std::map<std::string, std::function<int(Checker&, const Options&)>> commands = {
       {"build", [](Checker& c, const Options&) { return c.finish("build"); }},
       {"insert", Insert}, {"load", Load}, {"update", Update}, {"delete", Delete}, {"churn", Churn}, {"verify", Verify},
       {"read", Read}, {"count", Count}, {"capacity", Capacity}, {"torn", Torn}, {"check-log", CheckLog},
-      {"contend", Contend}};
+      {"contend", Contend}, {"rmw", Rmw}, {"check-rmw", CheckRmw}};
   const std::map<std::string, std::string> what = {
       {"build", "build (or attach to) the table and exit"},
       {"insert", "insert keys --from..--to with writer --writer's values (round 0)"},
@@ -60,7 +66,9 @@ int main(int argc, char** argv) {
       {"capacity", "print each shard's slots and global depth (--min-slots)"},
       {"torn", "tear a block on purpose; a reader must wait for it to be whole"},
       {"check-log", "the final state against the writers' --log files"},
-      {"contend", "zipf-skewed searches, inserts, updates, deletes for --duration s, recorded in --history"}};
+      {"contend", "zipf-skewed searches, inserts, updates, read-modify-writes, deletes for --duration s, recorded in --history"},
+      {"rmw", "every worker bumps every key --rounds times, counting the bumps in --log"},
+      {"check-rmw", "each key's value bumped exactly as often as the --log files allow"}};
   for (auto& [name, fn] : commands) app.add_subcommand(name, what.at(name));
   SMART_PARSE_COMMAND_LINE(app, argc, argv);
   try {

@@ -24,12 +24,13 @@ constexpr uint64_t kSeedShard = 0xa4093822299f31d0ull;
 }  // namespace
 
 
-void EncodeBlock(std::string_view key, std::string_view value, uint8_t tag, size_t units, char* out) {
+void EncodeBlock(std::string_view key, std::string_view value, uint8_t tag, size_t units, char* out,
+                 uint8_t flags) {
   const size_t length = units * kBlockUnit;
   BlockHeader h;
   h.key_length = static_cast<uint16_t>(key.size());
   h.tag = tag;
-  h.reserved = 0;
+  h.flags = flags;
   h.value_length = static_cast<uint32_t>(value.size());
   memcpy(out, &h, sizeof(h));
   memcpy(out + sizeof(h), key.data(), key.size());

@@ -213,9 +213,20 @@ inline bool SlotAgreesWithHeader(uint64_t slot, uint64_t header) {
 struct BlockHeader {
   uint16_t key_length;
   uint8_t tag;
-  uint8_t reserved;
+  uint8_t flags;  // kBlockLoaded, kBlockDerived
   uint32_t value_length;
 };
+// The slot holding this block got its key's copy from a load (HashTable::
+// load: no other insert of the key ran at the same time), and only writes
+// to that copy followed, each passing the flag on. No copy of the key can
+// then lie below the slot, so a speculative read need not look there
+// (lookup.cc). Blocks of copies that inserts claimed do not carry it.
+constexpr uint8_t kBlockLoaded = 1;
+// Written by a read-modify-write: its value was computed from the one it
+// replaced. A write that lost its CAS to such a block cannot have taken
+// effect just before it (the read-modify-write read the value before), so
+// it does not count itself superseded (Ops::superseded).
+constexpr uint8_t kBlockDerived = 2;
 static_assert(sizeof(BlockHeader) == 8);
 constexpr size_t kBlockTrailer = 4;
 
@@ -227,7 +238,8 @@ constexpr size_t kMaxKeyLength = 1024;
 
 // Fills `out` (units * 64 bytes) with a block. Precondition: the key and
 // value fit in `units` units.
-void EncodeBlock(std::string_view key, std::string_view value, uint8_t tag, size_t units, char* out);
+void EncodeBlock(std::string_view key, std::string_view value, uint8_t tag, size_t units, char* out,
+                 uint8_t flags = 0);
 
 enum class BlockCheck { kValid, kTorn, kWrongTag };
 // Checks a block read for a slot: CRC first (a torn or recycled-while-read
@@ -236,6 +248,12 @@ BlockCheck CheckBlock(const char* block, size_t length, uint8_t expected_tag);
 inline std::string_view BlockKey(const char* block) {
   const auto* h = reinterpret_cast<const BlockHeader*>(block);
   return {block + sizeof(BlockHeader), h->key_length};
+}
+inline bool BlockLoaded(const char* block) {
+  return (reinterpret_cast<const BlockHeader*>(block)->flags & kBlockLoaded) != 0;
+}
+inline bool BlockDerived(const char* block) {
+  return (reinterpret_cast<const BlockHeader*>(block)->flags & kBlockDerived) != 0;
 }
 inline std::string_view BlockValue(const char* block) {
   const auto* h = reinterpret_cast<const BlockHeader*>(block);

@@ -84,7 +84,8 @@ Status Ops::load_batch(int si, const Shard& sh, const LoadItem* items, int count
     }
     q.block = true;
     q.at = used;
-    EncodeBlock(it.key, it.value, q.tag, q.units, blocks + used);
+    // Each key's copy is the key's only one (load()'s promise).
+    EncodeBlock(it.key, it.value, q.tag, q.units, blocks + used, kBlockLoaded);
     used += q.units * kBlockUnit;
     q.new_slot = NewSlot(it.h, q.units, q.tag, q.offset);
   }
@@ -150,6 +151,7 @@ Status Ops::load_batch(int si, const Shard& sh, const LoadItem* items, int count
 
   if (last_cas >= 0) {
     FaultPoint("ht.load.claiming");
+
     for (int i = 0; i <= last_cas && s.ok(); ++i) {
       if (!p[i].casing) continue;
       s = in_.compare_and_swap(&words[i], GlobalAddress(sh.node, p[i].slot_offset), p[i].expected, p[i].desired,
@@ -157,7 +159,11 @@ Status Ops::load_batch(int si, const Shard& sh, const LoadItem* items, int count
     }
     if (!s.ok()) {
       release_unpublished(true);
-      return s;
+      // A remote access error says only that the failing CAS and those
+      // after it were not carried out: the ones before it were.
+      if (s.code() == Status::Code::kInvalidArgument) return s;
+      return Status::OutcomeUnknown("hash table: a load batch may or may not have taken effect for each of its "
+                                    "keys: its slot CASes were posted and did not all complete (" + s.ToString() + ")");
     }
     for (int i = 0; i <= last_cas; ++i) {
       Pending& q = p[i];
@@ -165,7 +171,10 @@ Status Ops::load_batch(int si, const Shard& sh, const LoadItem* items, int count
       if (words[i] == q.expected) {
         q.block = false;  // published
         ++tc_.stats.loads_batched;
-        if (options_.speculative_lookup) cache_put(items[i].h.primary, GlobalAddress(sh.node, q.slot_offset), q.desired);
+        // load()'s promise: no racing insert can put a copy below it.
+        if (options_.speculative_lookup) {
+          cache_put(items[i].h.primary, GlobalAddress(sh.node, q.slot_offset), q.desired, true);
+        }
       } else {
         ++tc_.stats.cas_failures;
         q.alone = true;

@@ -6,6 +6,8 @@
 // then the blocks whose slot matches the key's 8-bit fingerprint and 12
 // directory bits (1 RTT); with speculative lookup a cached (slot address,
 // slot value) reads the slot word and the block together (1 RTT).
+#include <algorithm>
+
 #include "table_internal.h"
 
 namespace smart::hashtable {
@@ -18,9 +20,15 @@ Status Ops::queue_candidates(int si, const Shard& sh, const KeyHash& h, char* bu
   v->pair_offset[0] = sub + BucketPairOffset(v->first_index);
   v->pair_offset[1] = sub + BucketPairOffset(v->second_index);
   v->words = reinterpret_cast<const uint64_t*>(buckets);
-  s = in_.read(buckets, GlobalAddress(sh.node, v->pair_offset[0]), kBucketPairSize, Option::kNone);
+  v->read_at = clock();
+  // The lower pair first: a reader takes the lowest copy it sees, so every
+  // slot below a copy must be read before it (DESIGN.md, "Duplicates").
+  const int lower = v->pair_offset[1] < v->pair_offset[0] ? 1 : 0;
+  s = in_.read(buckets + lower * kBucketPairSize, GlobalAddress(sh.node, v->pair_offset[lower]), kBucketPairSize,
+               Option::kNone);
   if (!s.ok()) return s;
-  return in_.read(buckets + kBucketPairSize, GlobalAddress(sh.node, v->pair_offset[1]), kBucketPairSize, option);
+  return in_.read(buckets + (1 - lower) * kBucketPairSize, GlobalAddress(sh.node, v->pair_offset[1 - lower]),
+                  kBucketPairSize, option);
 }
 
 bool IndexCandidates(const KeyHash& h, View* v) {
@@ -141,11 +149,18 @@ Status Ops::find_key(const Shard& sh, std::string_view key, const KeyHash& h, co
         continue;
       }
       if (BlockKey(block) != key) continue;
-      Copy copy{c[i].slot_offset, c[i].slot_value, c[i].bucket, BlockValue(block)};
+      Copy copy{c[i].slot_offset, c[i].slot_value, c[i].bucket, BlockValue(block), BlockLoaded(block)};
       r->all[r->copies++] = copy;
       if (r->copies == 1 || copy.slot_offset < r->first.slot_offset) r->first = copy;
     }
     done = end;
+  }
+  // The blocks were read so long after their slots that a block could have
+  // been reused under the same tag meanwhile (only a stopped or descheduled
+  // client gets here): its bytes may not be the ones its slot named.
+  if (n > 0 && !fresh(v.read_at)) {
+    ++tc_.stats.slow_slot_reads;
+    r->retry = true;
   }
   return Status::OK();
 }
@@ -185,20 +200,138 @@ Status Ops::locate(int si, const Shard& sh, std::string_view key, const KeyHash&
   return bound.status();
 }
 
-Status Ops::speculative_read(std::string_view key, const KeyHash& h, TaskBuffers& tb, CacheEntry* e, bool* hit,
-                             std::string_view* value) {
+namespace {
+
+// What a speculative read that must look below the cached slot reads: the
+// key's candidate buckets below the slot's, whole, and the slot's own bucket
+// up to and including the slot, as one or two runs of adjacent bytes in
+// ascending order. Each run starts at a bucket, so in the words read every
+// eighth one is a bucket header.
+struct LowerRuns {
+  int count = 0;
+  uint64_t offset[2];
+  uint64_t bytes[2];
+};
+
+// False when `slot` is not a slot of one of the key's candidate buckets in
+// the subtable at `subtable` (the thread's copy of the directory has moved
+// on since the slot was cached).
+bool FindLowerRuns(const KeyHash& h, uint64_t groups, uint64_t subtable, uint64_t slot, LowerRuns* r) {
+  uint64_t first, second;
+  BucketIndices(h, groups, &first, &second);
+  // Each index reads a pair of adjacent buckets; pairs may overlap or meet.
+  uint64_t lo = subtable + BucketPairOffset(first), hi = subtable + BucketPairOffset(second);
+  if (hi < lo) std::swap(lo, hi);
+  const uint64_t own = slot & ~uint64_t{kBucketSize - 1};  // subtables are 256-byte aligned
+  if (slot == own) return false;                              // a bucket header, not a slot
+  const uint64_t end = slot + 8;
+  if (own >= lo && own < lo + kBucketPairSize) {
+    r->count = 1;
+    r->offset[0] = lo;
+    r->bytes[0] = end - lo;
+  } else if (own >= hi && own < hi + kBucketPairSize) {
+    if (hi <= lo + kBucketPairSize) {
+      r->count = 1;
+      r->offset[0] = lo;
+      r->bytes[0] = end - lo;
+    } else {
+      r->count = 2;
+      r->offset[0] = lo;
+      r->bytes[0] = kBucketPairSize;
+      r->offset[1] = hi;
+      r->bytes[1] = end - hi;
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// True when the words of a look below a cached slot (all but the last, the
+// slot itself) show that the slot may not be the key's lowest copy: a slot
+// that may name the key, or a bucket header that does not accept it (a
+// split has moved the bucket's keys away, and with them maybe a lower copy).
+bool LowerCopyMayExist(const uint64_t* words, size_t count, const KeyHash& h) {
+  const uint64_t dir = h.dir_bits();
+  const uint64_t mask = 0xff | (kSlotDirMask << 19);
+  const uint64_t pattern = uint64_t{h.fingerprint()} | ((dir & kSlotDirMask) << 19);
+  bool may = !HeaderAccepts(words[0], dir);
+  for (size_t i = 1; i + 1 < count; ++i) {
+    const uint64_t w = words[i];
+    if (i % 8 == 0) {
+      may |= w != words[0];  // the buckets of one subtable share their header
+    } else {
+      may |= ((w & mask) == pattern) & ((w >> 32) != 0);  // SlotMayName
+    }
+  }
+  return may;
+}
+
+}  // namespace
+
+// Why a speculative read looks below the cached slot Y. Y was the key's
+// lowest copy when it was cached, but an insert that read the key as absent
+// before Y was claimed can claim a lower slot X at any time later (a client
+// stopped between its read and its claim); until it removes Y as its
+// duplicate, X holds the key's value. Reading Y then would be a stale read,
+// and an update CASing Y would be removed with it. So the read takes, in one
+// doorbell and in ascending address order, every candidate slot below Y and
+// Y itself, then Y's block, and hits only when Y holds the cached word, no
+// slot below it may name the key and every bucket read accepts it.
+//
+// When it need not: a copy claimed by a load (its blocks carry
+// kBlockLoaded) has no late claim to fear, as load()'s promise rules out an
+// insert of the key racing with the load; nor can a copy lie below it from
+// before, as the load found none. Then the read takes Y and its block
+// alone, and hits only when the block it finds still carries the flag.
+//
+// The block is read in the doorbell of the slot: the two are carried out
+// back to back, so the block cannot have been reused under the slot's tag
+// in between (that takes the block pool's wrap guard) unless the client
+// that carries them out stops in between (on shm, its poller); unlike
+// find_key, this path does not read the clock to exclude even that.
+Status Ops::speculative_read(int si, const Shard& sh, std::string_view key, const KeyHash& h, TaskBuffers& tb,
+                             CacheEntry* e, bool* hit, std::string_view* value, uint64_t* read_at, bool* loaded) {
   *hit = false;
   const uint64_t cached = e->value;
-  const GlobalAddress slot(e->slot);
+  const bool loaded_copy = (e->slot & kLoadedCopy) != 0;
+  const GlobalAddress slot(e->slot & ~kLoadedCopy);
   const size_t length = SlotBlockLength(cached);
-  Status s = in_.read(tb.words, slot, 8, Option::kNone);
-  if (!s.ok()) return s;
+  *read_at = clock();
+  Status s;
+  size_t bytes = 8;
+  if (__builtin_expect(loaded_copy, 1)) {
+    s = in_.read(tb.buckets, slot, 8, Option::kNone);
+    if (!s.ok()) return s;
+  } else {
+    const DirectoryCache& dc = tc_.dirs[si];
+    LowerRuns runs;
+    if (dc.global_depth < 0 ||
+        !FindLowerRuns(h, sh.groups, DirEntryOffset(dc.entries[h.dir_bits() & DepthMask(dc.global_depth)]),
+                       slot.offset, &runs)) {
+      ++tc_.stats.speculative_misses;
+      cache_erase(h.primary);
+      return Status::OK();
+    }
+    ++tc_.stats.speculative_looks_below;
+    bytes = 0;
+    for (int i = 0; i < runs.count; ++i) {
+      s = in_.read(tb.buckets + bytes, GlobalAddress(slot.node, runs.offset[i]), runs.bytes[i], Option::kNone);
+      if (!s.ok()) return s;
+      bytes += runs.bytes[i];
+    }
+  }
   s = in_.read(tb.blocks, GlobalAddress(slot.node, SlotBlockOffset(cached)), length, Option::kSync);
   if (!s.ok()) return s;
+  const auto* words = reinterpret_cast<const uint64_t*>(tb.buckets);
+  const size_t count = bytes / 8;
+  tb.words[0] = words[count - 1];  // Y's word: what write() CASes from
   if (SlotUnfrozen(tb.words[0]) == cached &&
-      CheckBlock(tb.blocks, length, SlotTag(cached)) == BlockCheck::kValid && BlockKey(tb.blocks) == key) {
+      CheckBlock(tb.blocks, length, SlotTag(cached)) == BlockCheck::kValid && BlockKey(tb.blocks) == key &&
+      (loaded_copy ? BlockLoaded(tb.blocks) : !LowerCopyMayExist(words, count, h))) {
     *hit = true;
     *value = BlockValue(tb.blocks);
+    *loaded = BlockLoaded(tb.blocks);
     ++tc_.stats.speculative_hits;
     return Status::OK();
   }

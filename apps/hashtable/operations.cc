@@ -1,30 +1,40 @@
 // SMART-HT operations: search, insert (upsert) and update, remove,
 // read-modify-write, and the per-thread allocation of key-value blocks.
 //
-// Round trips. Update and insert write the new block in the same doorbell
-// as the bucket reads, then CAS the slot (update: 3 RTTs, 2 with a
-// speculative hit; insert: 3, the last one checking for a concurrent copy).
+// Round trips. Update and insert read the buckets, then the blocks of the
+// slots that may hold the key, then write the new block and CAS the slot in
+// one doorbell (the queue pair carries them out in order): update 3 RTTs, 2
+// with a speculative hit; insert 3, the last one checking for a concurrent
+// copy. The block goes out with the CAS because its kBlockLoaded flag
+// follows the copy it replaces, which only the reads tell.
 //
 // Duplicates. Two inserts of an absent key may both claim an empty slot.
 // Every inserter re-reads the candidates after its CAS and clears every copy
-// but the one at the lowest slot address; readers and writers also act on
-// the lowest-address copy, so the surviving value never changes behind a
-// reader's back. Deletes remove every copy they see, the lowest last (a
-// higher copy may hold a value that writes to the lowest superseded). A
-// search or write that could not check a candidate's block reads again, as
-// that candidate may be the lowest copy. An insert caches its slot for
-// speculative lookup only once its copy is known to be the lowest: an
-// update through the cache must never land in a copy about to be removed.
+// but the one at the lowest slot address, highest first; readers and
+// writers also act on the lowest-address copy, so the surviving value never
+// changes behind a reader's back. Deletes remove every copy they see, the
+// lowest last (a higher copy may hold a value that writes to the lowest
+// superseded). A search or write that could not check a candidate's block
+// reads again, as that candidate may be the lowest copy. An insert caches
+// its slot for speculative lookup only once its copy is known to be the
+// lowest: an update through the cache must never land in a copy about to
+// be removed. DESIGN.md has the argument.
 //
 // Reclamation. A block replaced by update/insert or removed by delete is
 // retired by the client whose CAS unlinked it (exactly one CAS succeeds)
 // into the thread's smart::BlockPool (include/smart/block_pool.h), and
-// reused by the thread only after a grace period (reclaim_grace_ns). Each reuse bumps the block's 4-bit tag, which
-// is also stored in the slot; a reader checks the block's checksum, tag and
+// reused only after a grace period (reclaim_grace_ns), or after the wrap
+// guard (tag_wrap_guard_ns) when the reuse brings its 4-bit tag back to 0.
+// The slot holds the tag too; a reader checks the block's checksum, tag and
 // key, so a reader that raced with a reuse sees a mismatch and re-reads. A
-// wrong answer would need a reader stalled across 16 grace periods between
-// reading a slot and reading its block. Memory in use is thus bounded by the
-// live keys plus the blocks retired within one grace period.
+// slot word comes back no sooner than the wrap guard after it was last
+// current, so an operation that CASes a slot word it read, or trusts a
+// block it names, within half of it (Ops::fresh) never takes a word that
+// only looks unchanged for the one it read; past that it reads again. A
+// block a CAS of unknown outcome may have published or unlinked is never
+// handed back. Memory in use is bounded by the live keys plus the blocks
+// retired within one grace period and a sixteenth of the blocks retired
+// within one wrap guard.
 #include <algorithm>
 
 #include "smart/fault_injection.h"
@@ -32,14 +42,21 @@
 
 namespace smart::hashtable {
 
+Status SlotCasFailed(const Status& s, const std::string& what) {
+  if (s.code() == Status::Code::kRemoteAccess || s.code() == Status::Code::kInvalidArgument) return s;
+  return Status::OutcomeUnknown("hash table: " + what + " may or may not have taken effect: its slot CAS was posted " +
+                                "and did not complete (" + s.ToString() + ")");
+}
+
 Status Ops::search(int si, const Shard& sh, std::string_view key, const KeyHash& h, std::string* value) {
   TaskBuffers* tb = nullptr;
   Status s = task_buffers(&tb);
   if (!s.ok()) return s;
   if (CacheEntry* e = cache_find(h.primary)) {
-    bool hit;
+    bool hit, loaded;
     std::string_view found;
-    s = speculative_read(key, h, *tb, e, &hit, &found);
+    uint64_t read_at;
+    s = speculative_read(si, sh, key, h, *tb, e, &hit, &found, &read_at, &loaded);
     if (!s.ok()) return s;
     if (hit) {
       AssignValue(value, found);
@@ -62,7 +79,9 @@ Status Ops::search(int si, const Shard& sh, std::string_view key, const KeyHash&
     }
     if (r.copies > 0) {
       AssignValue(value, r.first.value);
-      if (options_.speculative_lookup) cache_put(h.primary, GlobalAddress(sh.node, r.first.slot_offset), r.first.slot_value);
+      if (options_.speculative_lookup) {
+        cache_put(h.primary, GlobalAddress(sh.node, r.first.slot_offset), r.first.slot_value, r.first.loaded);
+      }
       return Status::OK();
     }
     // A miss is confirmed by a second read, which a concurrent split
@@ -92,46 +111,69 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
   uint8_t tag;
   s = alloc_block(sh, units, &offset, &tag);
   if (!s.ok()) return s;
-  EncodeBlock(key, value, tag, units, tb->new_block);
   const uint64_t new_slot = NewSlot(h, units, tag, offset);
-  // The block write rides in the doorbell of the next read.
-  s = in_.write(tb->new_block, GlobalAddress(sh.node, offset), units * kBlockUnit, Option::kNone);
-  if (!s.ok()) return s;
+  // Queues the new block, to go out in the doorbell of the CAS that
+  // publishes it (the queue pair carries them out in order): it carries
+  // kBlockLoaded when the copy it goes into does, which only the reads
+  // before the CAS tell.
+  auto queue_block = [&](bool loaded) {
+    EncodeBlock(key, value, tag, units, tb->new_block, loaded ? kBlockLoaded : 0);
+    return in_.write(tb->new_block, GlobalAddress(sh.node, offset), units * kBlockUnit, Option::kNone);
+  };
 
-  // CASes the key's slot from `expected` (read by this operation) to
-  // `desired`; *finished when the write is done: the CAS won, or it lost to
-  // another client's write of the key, which superseded this one.
-  auto cas_slot = [&](GlobalAddress slot, uint64_t expected, uint64_t desired, bool* finished) -> Status {
+  // CASes the key's slot from `expected` (read by this operation, the read
+  // posted at `read_at`) to `desired`; *finished when the write is done: the
+  // CAS won, or it lost to another client's write of the key, which
+  // superseded this one. A word read too long ago is not CASed (it may only
+  // look unchanged: TableOptions::tag_wrap_guard_ns); the caller reads again.
+  // `cached`: the slot came from a speculative hit; `loaded`: the copy's
+  // block carries kBlockLoaded.
+  auto cas_slot = [&](GlobalAddress slot, uint64_t expected, uint64_t desired, uint64_t read_at, bool cached,
+                      bool loaded, bool* finished) -> Status {
     *finished = false;
+    if (!fresh(read_at)) {
+      ++tc_.stats.slow_slot_reads;
+      return Status::OK();
+    }
     FaultPoint("ht.write.casing");
-    Status st = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
+    Status st = queue_block(loaded);
     if (!st.ok()) return st;
+    st = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
+    // The new block stays taken: the slot may name it.
+    if (!st.ok()) return SlotCasFailed(st, insert ? "an insert of an existing key" : "an update");
     const uint64_t found = tb->words[0];
     if (found == expected) {
       retire_block(sh, expected);
-      if (options_.speculative_lookup) cache_put(h.primary, slot, desired);
+      if (cached) {
+        cache_swung(h.primary, slot, desired);
+      } else if (options_.speculative_lookup) {
+        cache_put(h.primary, slot, desired, loaded);
+      }
       *finished = true;
       return Status::OK();
     }
     ++tc_.stats.cas_failures;
-    st = superseded(sh, key, expected, found, *tb, finished);
+    bool found_loaded = false;
+    st = superseded(sh, key, expected, found, read_at, *tb, finished, &found_loaded);
     if (st.ok() && *finished) {
       release_block(sh, offset, units, tag);
-      if (options_.speculative_lookup) cache_put(h.primary, slot, found);
+      if (options_.speculative_lookup) cache_put(h.primary, slot, found, found_loaded);
     }
     return st;
   };
 
   if (CacheEntry* e = cache_find(h.primary)) {
-    const GlobalAddress slot(e->slot);
-    bool hit;
+    const GlobalAddress slot(e->slot & ~kLoadedCopy);
+    bool hit, loaded;
     std::string_view old;
-    s = speculative_read(key, h, *tb, e, &hit, &old);
+    uint64_t read_at;
+    s = speculative_read(si, sh, key, h, *tb, e, &hit, &old, &read_at, &loaded);
     if (!s.ok()) return s;
     if (hit && !SlotFrozen(tb->words[0])) {
       const uint64_t expected = tb->words[0];
       bool finished;
-      s = cas_slot(slot, expected, (new_slot & ~kParityBit) | (expected & kParityBit), &finished);
+      s = cas_slot(slot, expected, (new_slot & ~kParityBit) | (expected & kParityBit), read_at, true, loaded,
+                   &finished);
       if (!s.ok()) return s;
       if (finished) return Status::OK();
       cache_erase(h.primary);
@@ -160,7 +202,8 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
       }
       bool finished;
       s = cas_slot(GlobalAddress(sh.node, r.first.slot_offset), expected,
-                   SlotWithParity(new_slot, HeaderDepth(v.header(r.first.bucket))), &finished);
+                   SlotWithParity(new_slot, HeaderDepth(v.header(r.first.bucket))), v.read_at, false,
+                   r.first.loaded, &finished);
       if (!s.ok()) return s;
       if (finished) return Status::OK();
       g.retry_task();
@@ -216,8 +259,11 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
     const uint64_t desired = SlotWithParity(new_slot, HeaderDepth(v.header(best_bucket)));
     const GlobalAddress slot(sh.node, v.slot_offset(best_bucket, best_slot));
     FaultPoint("ht.insert.claiming");
-    s = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
+    // A load's copy is the key's only one (the caller's promise).
+    s = queue_block(kind == WriteKind::kLoad);
     if (!s.ok()) return s;
+    s = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
+    if (!s.ok()) return SlotCasFailed(s, "an insert");
     if (tb->words[0] != expected) {
       ++tc_.stats.cas_failures;
       g.retry_task();
@@ -227,13 +273,22 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
     if (kind == WriteKind::kLoad) {
       // No racing insert of this key (the caller's promise): this slot is
       // its only copy.
-      if (options_.speculative_lookup) cache_put(h.primary, slot, desired);
+      if (options_.speculative_lookup) cache_put(h.primary, slot, desired, true);
       return Status::OK();
     }
     // The slot is cached only once it is known to be the key's lowest copy:
     // an update through the cache must never land in a copy that this
     // insert is about to remove as a duplicate.
-    return remove_duplicates(si, sh, key, h, *tb, g, slot, desired);
+    //
+    // The insert took effect with its claim, whatever happens to the
+    // removal of duplicates: its copy is either the lowest (its value is
+    // the key's) or a higher one, which the insert of the lower copy
+    // superseded, just as if that one had come later. A copy left behind is
+    // never read (readers take the lowest), and the next insert or delete
+    // of the key removes it; so a failed removal does not make the insert
+    // fail.
+    (void)remove_duplicates(si, sh, key, h, *tb, g, slot, desired);
+    return Status::OK();
   }
   return bound.status();
 }
@@ -245,9 +300,13 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
 // before that one, where no reader can see it, and is done: a retry would
 // only put an older value over a newer one. A frozen or emptied slot, or
 // one that names the same block (a split's rewrite), is not such a write,
-// nor a block of another key (the slot was reused): those retry.
-Status Ops::superseded(const Shard& sh, std::string_view key, uint64_t expected, uint64_t found, TaskBuffers& tb,
-                       bool* done) {
+// nor a block of another key (the slot was reused), nor one that a
+// read-modify-write wrote (it computed its value from the one this write
+// read, so this write cannot go just before it): those retry, and so does a
+// write that could not read the block soon enough after its read of the
+// slot (read_at) to be sure that the block still holds what `found` named.
+Status Ops::superseded(const Shard& sh, std::string_view key, uint64_t expected, uint64_t found, uint64_t read_at,
+                       TaskBuffers& tb, bool* done, bool* found_loaded) {
   *done = false;
   if (SlotFrozen(found) || SlotEmpty(found) || SlotBlockOffset(found) == SlotBlockOffset(expected)) {
     return Status::OK();
@@ -256,8 +315,10 @@ Status Ops::superseded(const Shard& sh, std::string_view key, uint64_t expected,
   if (length == 0 || length > kMaxBlockUnits * kBlockUnit) return Status::OK();
   Status s = in_.read(tb.blocks, GlobalAddress(sh.node, SlotBlockOffset(found)), length, Option::kSync);
   if (!s.ok()) return s;
-  if (CheckBlock(tb.blocks, length, SlotTag(found)) == BlockCheck::kValid && BlockKey(tb.blocks) == key) {
+  if (CheckBlock(tb.blocks, length, SlotTag(found)) == BlockCheck::kValid && BlockKey(tb.blocks) == key &&
+      !BlockDerived(tb.blocks) && fresh(read_at)) {
     *done = true;
+    *found_loaded = BlockLoaded(tb.blocks);
     ++tc_.stats.writes_superseded;
   }
   return Status::OK();
@@ -270,7 +331,7 @@ Status Ops::remove_duplicates(int si, const Shard& sh, std::string_view key, con
   auto cache_if_first = [&](const FindResult& r) {
     if (options_.speculative_lookup && r.copies > 0 && r.first.slot_offset == own_slot.offset &&
         r.first.slot_value == own_value) {
-      cache_put(h.primary, own_slot, own_value);
+      cache_put(h.primary, own_slot, own_value, false);
     }
   };
   RetryBound bound(*this, si, sh);
@@ -288,25 +349,39 @@ Status Ops::remove_duplicates(int si, const Shard& sh, std::string_view key, con
       cache_if_first(r);
       return Status::OK();
     }
+    // Highest address first, as a delete goes, and a lower copy only once
+    // every higher one is gone: a reader reads the lower slots before the
+    // higher ones, so when it finds a copy removed, every copy above it is
+    // already gone too, and the reader never takes a higher copy's value
+    // for the key's (DESIGN.md, "Duplicates").
+    int order[kCandidateBuckets * kSlotsPerBucket];
+    for (int i = 0; i < r.copies; ++i) order[i] = i;
+    std::sort(order, order + r.copies,
+              [&](int a, int b) { return r.all[a].slot_offset > r.all[b].slot_offset; });
     bool again = false;
-    for (int i = 0; i < r.copies; ++i) {
-      const Copy& c = r.all[i];
+    for (int k = 0; k < r.copies; ++k) {
+      const Copy& c = r.all[order[k]];
       if (c.slot_offset == r.first.slot_offset) continue;
       if (SlotFrozen(c.slot_value)) {
         bound.why = "the key's slots stay frozen by a split";
         again = true;
-        continue;
+        break;
+      }
+      if (!fresh(v.read_at)) {
+        ++tc_.stats.slow_slot_reads;
+        again = true;
+        break;
       }
       s = in_.compare_and_swap(tb.words, GlobalAddress(sh.node, c.slot_offset), c.slot_value,
                                EmptySlot(HeaderDepth(v.header(c.bucket))), Option::kSync);
       if (!s.ok()) return s;
-      if (tb.words[0] == c.slot_value) {
-        retire_block(sh, c.slot_value);
-        ++tc_.stats.duplicates_removed;
-      } else {
+      if (tb.words[0] != c.slot_value) {
         ++tc_.stats.cas_failures;
         again = true;
+        break;
       }
+      retire_block(sh, c.slot_value);
+      ++tc_.stats.duplicates_removed;
     }
     if (!again) {
       cache_if_first(r);
@@ -357,9 +432,17 @@ Status Ops::remove(int si, const Shard& sh, std::string_view key, const KeyHash&
       g.retry_task();
       continue;
     }
+    if (!fresh(v.read_at)) {
+      ++tc_.stats.slow_slot_reads;
+      continue;
+    }
+    FaultPoint("ht.remove.casing");
     s = in_.compare_and_swap(tb->words, GlobalAddress(sh.node, target->slot_offset), expected,
                              EmptySlot(HeaderDepth(v.header(target->bucket))), Option::kSync);
-    if (!s.ok()) return s;
+    // Removing a higher copy changes nothing a reader sees (the lowest one
+    // holds the key's value), so only the CAS on the last copy decides
+    // whether the delete took effect.
+    if (!s.ok()) return r.copies == 1 ? SlotCasFailed(s, "a delete") : s;
     if (tb->words[0] != expected) {
       ++tc_.stats.cas_failures;
       g.retry_task();
@@ -414,6 +497,9 @@ Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, con
       g.retry_task();
       continue;
     }
+    // Between the read and the CAS: a client stopped here must not CAS a
+    // slot word that only looks unchanged (the check below).
+    FaultPoint("ht.rmw.modifying");
     value.assign(r.first.value.data(), r.first.value.size());
     modify(&value);
     const size_t need = BlockUnits(key.size(), value.size());
@@ -428,18 +514,30 @@ Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, con
       units = need;
       have_block = true;
     }
-    EncodeBlock(key, value, tag, units, tb->new_block);
+    // kBlockLoaded follows the copy; kBlockDerived: a write that loses its
+    // CAS to this one must not count itself superseded (layout.h).
+    EncodeBlock(key, value, tag, units, tb->new_block, (r.first.loaded ? kBlockLoaded : 0) | kBlockDerived);
     const uint64_t desired = SlotWithParity(NewSlot(h, units, tag, offset), HeaderDepth(v.header(r.first.bucket)));
     const GlobalAddress slot(sh.node, r.first.slot_offset);
+    // The CAS compares the slot word with the one read, which after 16
+    // reuses of its block can hold another value again (ABA): the new value
+    // was computed from the old one, so winning then would lose every write
+    // in between. Within half the wrap guard of the read no such reuse can
+    // have happened (TableOptions::tag_wrap_guard_ns); later, read again.
+    if (!fresh(v.read_at)) {
+      ++tc_.stats.slow_slot_reads;
+      continue;
+    }
+    FaultPoint("ht.rmw.casing");
     // The block write and the CAS share a doorbell; the queue pair
     // executes them in order.
     s = in_.write(tb->new_block, GlobalAddress(sh.node, offset), units * kBlockUnit, Option::kNone);
     if (!s.ok()) return s;
     s = in_.compare_and_swap(tb->words, slot, expected, desired, Option::kSync);
-    if (!s.ok()) return s;
+    if (!s.ok()) return SlotCasFailed(s, "a read-modify-write");
     if (tb->words[0] == expected) {
       retire_block(sh, expected);
-      if (options_.speculative_lookup) cache_put(h.primary, slot, desired);
+      if (options_.speculative_lookup) cache_put(h.primary, slot, desired, r.first.loaded);
       return Status::OK();
     }
     ++tc_.stats.cas_failures;

@@ -46,6 +46,14 @@ constexpr size_t kBuildBufferSize = size_t{1} << 20;
 constexpr uint64_t kArenaBytes = 256 * 1024;
 
 const Status& NotFoundStatus();
+// What an operation whose slot CAS failed (status `s`) reports. A request
+// the memory blade refused (a remote access error: the request itself or an
+// earlier one on its queue pair, which flushes the rest) or one never posted
+// (invalid argument) was not carried out, and `s` says so. Any other failure
+// (the blade does not answer, the queue pair broke, the session was ended)
+// may have come after the blade carried the CAS out: kOutcomeUnknown,
+// naming `what` ("an update") and the failure.
+Status SlotCasFailed(const Status& s, const std::string& what);
 
 // value = v, without std::string's general replace when the length is
 // unchanged (the common case: a caller reusing its string for one table).
@@ -86,11 +94,15 @@ constexpr int kLoadBatchKeys = HashTable::kLoadBatchKeys;
 constexpr size_t kLoadBlockBytes = 8192;
 constexpr size_t kLoadAreaSize = kLoadBlockBytes + kLoadBatchKeys * (2 * kBucketPairSize + 8);
 
+// A cached slot for speculative lookup (Ops::speculative_read).
 struct CacheEntry {
   uint64_t hash = 0;
-  uint64_t slot = 0;  // GlobalAddress raw; 0: empty
-  uint64_t value = 0;
+  // GlobalAddress raw, | kLoadedCopy when the copy was claimed by a load, so
+  // that a read need not look below it; 0: empty.
+  uint64_t slot = 0;
+  uint64_t value = 0;  // the slot word, unfrozen
 };
+constexpr uint64_t kLoadedCopy = 1;  // slot words are 8-byte aligned: bit 0 is free
 
 // The candidate buckets of a key as read: two pairs of two buckets.
 struct View {
@@ -98,6 +110,9 @@ struct View {
   const uint64_t* words;  // 32 words: pair 0 then pair 1
   uint64_t first_index, second_index;
   uint64_t dir_entry;
+  // No later than the post of the reads of the buckets (Ops::clock()): a
+  // slot word of this view is acted on only while Ops::fresh(read_at).
+  uint64_t read_at = 0;
   // Unique buckets in search order (main 0, main 1, overflow 0, overflow 1).
   int count = 0;
   int word_base[kCandidateBuckets];  // header word index into `words`
@@ -177,6 +192,7 @@ struct Copy {
   uint64_t slot_value;
   int bucket;
   std::string_view value;
+  bool loaded;  // its block carries kBlockLoaded
 };
 
 struct FindResult {
@@ -204,6 +220,11 @@ struct HashTable::ThreadContext {
   uint64_t last_help_ns = 0;
   std::vector<CacheEntry> cache;
   size_t cache_mask = 0;
+  // Cycles() as this thread last read it: a time no later than now, which
+  // costs no read of the time-stamp counter (Ops::clock).
+  uint64_t clock = 0;
+  // Half of TableOptions::tag_wrap_guard_ns in TSC cycles (all ones: off).
+  uint64_t fresh_cycles = ~uint64_t{0};
   TableStats stats;
 };
 
@@ -228,6 +249,16 @@ class Ops {
       : in_(initiator), options_(options), tc_(tc) {}
 
   HashTable::ThreadContext& tc() { return tc_; }
+
+  // A time no later than now: Cycles() as this thread last read it. Taken
+  // before a post, it bounds the request's execution from below for free.
+  uint64_t clock() const { return tc_.clock; }
+  // Cycles() now (a time no earlier than anything already completed).
+  uint64_t now() { return tc_.clock = Cycles(); }
+  // True while a slot word whose read was posted after `read_at` may still
+  // be acted on: its block cannot have been reused under the same tag since
+  // (TableOptions::tag_wrap_guard_ns).
+  bool fresh(uint64_t read_at) { return now() - read_at < tc_.fresh_cycles; }
 
   // The calling task's registered buffers, allocated on first use.
   Status task_buffers(TaskBuffers** out) {
@@ -281,12 +312,20 @@ class Ops {
     CacheEntry& e = tc_.cache[hash & tc_.cache_mask];
     return e.hash == hash && e.slot != 0 ? &e : nullptr;
   }
-  void cache_put(uint64_t hash, GlobalAddress slot, uint64_t value) {
+  // Caches `slot` as the key's lowest copy, holding `value`; `loaded`: its
+  // block carries kBlockLoaded (no copy of the key can lie below it).
+  void cache_put(uint64_t hash, GlobalAddress slot, uint64_t value, bool loaded) {
     if (tc_.cache.empty()) return;
     CacheEntry& e = tc_.cache[hash & tc_.cache_mask];
     e.hash = hash;
-    e.slot = slot.raw;
+    e.slot = slot.raw | (loaded ? kLoadedCopy : 0);
     e.value = SlotUnfrozen(value);
+  }
+  // After this task's CAS swung the cached `slot` from the word it read in
+  // a speculative hit to `value` (a block with the same kBlockLoaded flag).
+  void cache_swung(uint64_t hash, GlobalAddress slot, uint64_t value) {
+    CacheEntry* e = cache_find(hash);
+    if (e != nullptr && (e->slot & ~kLoadedCopy) == slot.raw) e->value = SlotUnfrozen(value);
   }
   void cache_erase(uint64_t hash) {
     if (tc_.cache.empty()) return;
@@ -294,10 +333,15 @@ class Ops {
     if (e.hash == hash) e.slot = 0;
   }
   // Reads the cached slot word and its block in one doorbell (after
-  // anything queued). *hit when the slot still holds the cached value and
-  // the block holds the key: then *value points into the block area.
-  Status speculative_read(std::string_view key, const KeyHash& h, TaskBuffers& tb, CacheEntry* e, bool* hit,
-                          std::string_view* value);
+  // anything queued), and, unless the cached copy was claimed by a load,
+  // the key's candidate slots below it (lookup.cc says why). *hit when the
+  // slot still holds the cached value, no slot below it may hold the key
+  // and the block holds the key: then *value points into the block area,
+  // tb.words[0] holds the slot word, *read_at is a time before the read
+  // (View::read_at) and *loaded says whether the block carries
+  // kBlockLoaded.
+  Status speculative_read(int si, const Shard& sh, std::string_view key, const KeyHash& h, TaskBuffers& tb,
+                          CacheEntry* e, bool* hit, std::string_view* value, uint64_t* read_at, bool* loaded);
 
   // ---- operations (operations.cc) ----
 
@@ -319,10 +363,12 @@ class Ops {
   };
   Status load_batch(int si, const Shard& sh, const LoadItem* items, int count);
 
-  // After a write's slot CAS lost (found: the slot's value now): *done when
-  // another client's write of the key superseded this one.
-  Status superseded(const Shard& sh, std::string_view key, uint64_t expected, uint64_t found, TaskBuffers& tb,
-                    bool* done);
+  // After a write's slot CAS lost (found: the slot's value now; read_at:
+  // a time before the write read the slot): *done when another client's
+  // write of the key superseded this one; then *found_loaded says whether
+  // its block carries kBlockLoaded.
+  Status superseded(const Shard& sh, std::string_view key, uint64_t expected, uint64_t found, uint64_t read_at,
+                    TaskBuffers& tb, bool* done, bool* found_loaded);
   // After an insert: keep only the lowest-address copy of the key.
   // After an insert claimed own_slot (now holding own_value): clears every
   // other copy of the key but the lowest.

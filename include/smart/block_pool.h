@@ -14,6 +14,16 @@
 /// checksum fails, has raced with a reuse and re-reads. A block that was never
 /// published is released and reused at once, tag unchanged.
 ///
+/// The tag has few bits, so a block's (address, tag) pair comes back after
+/// 2^tag_bits reuses, and a client that read the pointer long before (a
+/// stopped process) could take the block's new bytes for the old ones, or win
+/// a CAS against a pointer word that only looks unchanged. With
+/// `wrap_guard_ns` set, the retire that wraps a block's tag back to 0 makes it
+/// wait that long instead of the grace period. Every cycle of the tag passes
+/// through that retire once, so a pair (address, tag) is current again no
+/// sooner than wrap_guard_ns after it was last current: a client that acts
+/// on a pointer within that time after it read it never meets a recurrence.
+///
 /// Threads: one BlockPool per thread; the tasks of that thread share it (no
 /// locks, nothing shared between threads). Setup throws smart::Error; the
 /// data path returns Status.
@@ -45,6 +55,9 @@ struct BlockPoolOptions {
   uint64_t grace_ns = 20000000;
   /// Width of the reuse tag (1..8 bits); it wraps after 2^tag_bits reuses.
   int tag_bits = 4;
+  /// A retire that wraps the tag back to 0 waits this long before the block
+  /// is reused (0: the grace period, like any other); see above.
+  uint64_t wrap_guard_ns = 0;
   /// Offsets a block may not reach (0: no limit), for applications that keep
   /// block offsets in fewer than 48 bits.
   uint64_t offset_limit = 0;
@@ -97,11 +110,16 @@ class BlockPool {
     return allocate_slow(node, units, out);
   }
   /// A published block that the caller's CAS unlinked: reused after the
-  /// grace period, with its tag bumped.
+  /// grace period (the wrap guard when its tag wraps), with its tag bumped.
   void retire(const Block& block) {
     NodePool& p = node_pool(static_cast<node_t>(block.address.node));
     const uint8_t tag = static_cast<uint8_t>((block.tag + 1) & tag_mask_);
-    p.limbo.push_back(Retired{block.address.offset << 8 | tag, Cycles(), block.units});
+    const Retired r{block.address.offset << 8 | tag, Cycles(), block.units};
+    if (__builtin_expect(tag == 0, 0)) {
+      p.wrapped.push_back(r);
+    } else {
+      p.limbo.push_back(r);
+    }
     ++stats_.blocks_retired;
     stats_.bytes_retired += block.units * options_.unit;
   }
@@ -123,7 +141,8 @@ class BlockPool {
   };
   struct NodePool {
     std::vector<std::vector<uint64_t>> free;  // per size class: offset << 8 | tag
-    std::deque<Retired> limbo;
+    std::deque<Retired> limbo;    // waiting out the grace period
+    std::deque<Retired> wrapped;  // tag wrapped to 0: waiting out the wrap guard
     uint64_t allocations = 0;
     uint64_t arena_next = 0;
     uint64_t arena_end = 0;
@@ -155,6 +174,7 @@ class BlockPool {
   Initiator& initiator_;
   const BlockPoolOptions options_;
   const uint64_t grace_cycles_;
+  const uint64_t wrap_cycles_;  // at least grace_cycles_
   const uint8_t tag_mask_;
   const size_t max_units_;
   std::vector<std::unique_ptr<NodePool>> nodes_;

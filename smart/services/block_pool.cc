@@ -1,5 +1,6 @@
 #include "smart/block_pool.h"
 
+#include <algorithm>
 #include <string>
 
 #include "smart/initiator.h"
@@ -21,6 +22,8 @@ BlockPool::BlockPool(Initiator& initiator, const BlockPoolOptions& options)
     : initiator_(initiator),
       options_(options),
       grace_cycles_(static_cast<uint64_t>(static_cast<double>(options.grace_ns) * CyclesPerNanosecond()) + 1),
+      wrap_cycles_(std::max(grace_cycles_, static_cast<uint64_t>(static_cast<double>(options.wrap_guard_ns) *
+                                                                 CyclesPerNanosecond()) + 1)),
       tag_mask_(static_cast<uint8_t>((1u << options.tag_bits) - 1)),
       max_units_(static_cast<size_t>(options.max_units < 0 ? 0 : options.max_units)) {
   if (options.unit < 8 || (options.unit & (options.unit - 1)) != 0) {
@@ -45,14 +48,23 @@ BlockPool::NodePool& BlockPool::add_node_pool(node_t node) {
   return *p;
 }
 
-// Moves retired blocks whose grace period has passed to the free lists.
+// Moves retired blocks whose grace period (or wrap guard) has passed to the
+// free lists. Each queue is in retire order, so it stops at its first block
+// still waiting.
 void BlockPool::reclaim(NodePool& p) {
   const uint64_t now = Cycles();
-  for (int moved = 0; moved < kReclaimPerAllocation && !p.limbo.empty(); ++moved) {
+  int moved = 0;
+  for (; moved < kReclaimPerAllocation && !p.limbo.empty(); ++moved) {
     const Retired& r = p.limbo.front();
     if (now - r.cycles < grace_cycles_) break;
     p.free[r.units].push_back(r.entry);
     p.limbo.pop_front();
+  }
+  for (; moved < kReclaimPerAllocation && !p.wrapped.empty(); ++moved) {
+    const Retired& r = p.wrapped.front();
+    if (now - r.cycles < wrap_cycles_) break;
+    p.free[r.units].push_back(r.entry);
+    p.wrapped.pop_front();
   }
 }
 
@@ -88,7 +100,7 @@ Status BlockPool::allocate_slow(node_t node, size_t units, Block* out) {
                                    std::to_string(options_.max_units) + ")");
   }
   NodePool& p = node_pool(node);
-  if (!p.limbo.empty()) reclaim(p);
+  if (!p.limbo.empty() || !p.wrapped.empty()) reclaim(p);
   std::vector<uint64_t>& list = p.free[units];
   if (!list.empty()) {
     take(list, node, units, out);
@@ -113,7 +125,7 @@ void BlockPool::release(const Block& block) {
 size_t BlockPool::retired_pending() const {
   size_t n = 0;
   for (const auto& p : nodes_) {
-    if (p) n += p->limbo.size();
+    if (p) n += p->limbo.size() + p->wrapped.size();
   }
   return n;
 }

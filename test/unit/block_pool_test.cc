@@ -1,5 +1,6 @@
 // The framework's block pool: size classes, retire with a grace period and
-// a tag bump, release for reuse at once, and a memory bound under updates.
+// a tag bump (a longer wait when the tag wraps), release for reuse at once,
+// and a memory bound under updates.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -106,6 +107,36 @@ TEST_F(BlockPoolTest, TheTagWrapsWithinItsBits) {
     ASSERT_EQ(b.address.offset, where);
     EXPECT_EQ(b.tag, i % 4);
   }
+}
+
+// A block's (address, tag) pair must not come back within the wrap guard of
+// when it was last current: the retire that wraps the tag to 0 waits the
+// guard, the others only the grace period.
+TEST_F(BlockPoolTest, TheRetireThatWrapsTheTagWaitsTheWrapGuard) {
+  BlockPoolOptions o = Options(0);
+  o.tag_bits = 2;
+  o.wrap_guard_ns = 1000000000;  // 1 s
+  BlockPool pool(*initiator_, o);
+  Block b;
+  ASSERT_TRUE(pool.allocate(0, 1, &b).ok());
+  const uint64_t where = b.address.offset;
+  for (int i = 1; i <= 3; ++i) {
+    pool.retire(b);
+    ASSERT_TRUE(pool.allocate(0, 1, &b).ok());
+    ASSERT_EQ(b.address.offset, where) << "a retire that does not wrap the tag waited more than the grace period";
+    ASSERT_EQ(b.tag, i);
+  }
+  pool.retire(b);  // tag 3 -> 0
+  Block other;
+  ASSERT_TRUE(pool.allocate(0, 1, &other).ok());
+  EXPECT_NE(other.address.offset, where) << "the block came back with its first tag before the wrap guard";
+  EXPECT_EQ(pool.retired_pending(), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  Block again;
+  ASSERT_TRUE(pool.allocate(0, 1, &again).ok());
+  EXPECT_EQ(again.address.offset, where);
+  EXPECT_EQ(again.tag, 0);
+  EXPECT_EQ(pool.retired_pending(), 0u);
 }
 
 TEST_F(BlockPoolTest, ReleasedBlocksAreReusedAtOnceWithTheSameTag) {

@@ -200,6 +200,27 @@ TEST_F(HashTableTest, AnUpdateOvertakenByAnotherUpdateOfItsKeyIsSuperseded) {
   EXPECT_EQ(copies, 1);
 }
 
+// A read-modify-write of another client replaces the value between the
+// update's read and its CAS. The update cannot count itself superseded
+// (taken effect just before that write, unseen): the read-modify-write
+// computed its value from the one before the update, so it would have had
+// to see the update's. The update must try again and land.
+TEST_F(HashTableTest, AnUpdateOvertakenByAReadModifyWriteIsNotSuperseded) {
+  Open(1000);
+  ASSERT_TRUE(table_->insert("k", "v0").ok());
+  Initiator other_initiator(config_);
+  other_initiator.connect(0, blades_[0]->host(), blades_[0]->port(), 8);
+  HashTable other(other_initiator, config_, 1, options_);
+  BetweenReadAndCas([&] { ASSERT_TRUE(other.read_modify_write("k", [](std::string* v) { *v += "+1"; }).ok()); });
+  ASSERT_TRUE(table_->update("k", "mine").ok());
+  SetFaultPointHook("ht.write.casing", {});
+  std::string value;
+  ASSERT_TRUE(table_->search("k", &value).ok());
+  EXPECT_EQ(value, "mine") << "the update counted itself superseded by a read-modify-write that never saw it";
+  EXPECT_EQ(table_->stats().writes_superseded, 0u);
+  EXPECT_GT(table_->stats().cas_failures, 0u);
+}
+
 // A split (another client's inserts) rewrites or moves the key's slot
 // between the read and the CAS: no write of the key happened, so the update
 // must retry and land, not count itself superseded.
@@ -358,6 +379,31 @@ TEST_F(HashTableTest, SpeculativeLookupHitsAndNoticesChanges) {
   std::thread remover([&] { ASSERT_TRUE(other.remove("k").ok()); });
   remover.join();
   EXPECT_EQ(table_->search("k", &value).code(), Status::Code::kNotFound);
+}
+
+// A copy that a load claimed carries kBlockLoaded through every write of
+// it, so speculative reads take its slot and block alone; a copy that an
+// insert claimed may have a late insert's copy below it, so they look
+// there too (lookup.cc).
+TEST_F(HashTableTest, SpeculativeReadsLookBelowOnlyCopiesThatInsertsClaimed) {
+  Open(1000, true);
+  ASSERT_TRUE(table_->load("loaded", "v1").ok());
+  ASSERT_TRUE(table_->update("loaded", "v2").ok());  // through the cache
+  HashTable other(*initiator_, config_, 1, options_);
+  std::thread writer([&] {
+    ASSERT_TRUE(other.update("loaded", "v3").ok());  // another client's write
+    ASSERT_TRUE(other.insert("loaded", "v4").ok());  // an upsert of the existing copy
+  });
+  writer.join();
+  std::string value;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(table_->search("loaded", &value).ok());
+  EXPECT_EQ(value, "v4");
+  EXPECT_EQ(table_->stats().speculative_looks_below, 0u) << "a read looked below a loaded copy";
+  EXPECT_GT(table_->stats().speculative_hits, 0u);
+  ASSERT_TRUE(table_->insert("inserted", "w1").ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(table_->search("inserted", &value).ok());
+  EXPECT_EQ(value, "w1");
+  EXPECT_GE(table_->stats().speculative_looks_below, 2u) << "reads of a copy an insert claimed did not look below";
 }
 
 TEST_F(HashTableTest, TwoShardsOnTwoBlades) {

@@ -1,0 +1,404 @@
+// SMART-HT with a client held inside one of its windows (a fault point's
+// hook keeps the task there while others run): between the read of a slot
+// and the CAS that depends on it, between an insert's claim and its removal
+// of duplicates, and with a CAS whose completion failed. What the held
+// operation reports must be the truth, and nothing it does after it resumes
+// may lose or bring back a value.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "hash_table.h"
+#include "layout.h"
+#include "smart/bench.h"
+#include "smart/fault_injection.h"
+#include "smart/initiator.h"
+#include "smart/remote_lock.h"
+#include "smart/task.h"
+#include "test_util.h"
+
+namespace smart::hashtable {
+namespace {
+
+class HashTableStoppedTest : public ::testing::Test {
+ protected:
+  void Open() {
+    config_ = smart::testing::TestConfig();
+    initiator_ = std::make_unique<Initiator>(config_);
+    blade_ = std::make_unique<EmbeddedMemoryBlade>(config_, 64);
+    initiator_->connect(0, blade_->host(), blade_->port(), 8);
+    table_ = std::make_unique<HashTable>(*initiator_, config_, 1, options_);
+  }
+  void SetUp() override {
+    options_.expected_keys = 300;
+    options_.speculative_cache_entries = 1024;
+  }
+  void TearDown() override { InstallFaultRules({}); }
+
+  // Runs fn as the one task of a thread of its own (a client of `in`,
+  // by default this test's), and waits for it.
+  void OnOtherThread(const std::function<void()>& fn, Initiator* in = nullptr) {
+    std::thread t([&] {
+      {
+        TaskPool pool;
+        pool.spawn(fn);
+        pool.run();
+      }
+      (in != nullptr ? in : initiator_.get())->release_thread();
+    });
+    t.join();
+  }
+
+  // Runs fn as the one task of a thread of its own; `inside` is that
+  // thread's id while it runs (hooks compare it to act only there).
+  void RunHeld(std::thread::id* inside, const std::function<void()>& fn) {
+    std::thread t([&] {
+      *inside = std::this_thread::get_id();
+      {
+        TaskPool pool;
+        pool.spawn(fn);
+        pool.run();
+      }
+      *inside = std::thread::id();
+      initiator_->release_thread();
+    });
+    t.join();
+  }
+
+  // Runs `op` in a task held at fault point `point` while another client
+  // has the memory blade end this client's session, as the fence of a lock
+  // take-over does: the slot CAS the operation then posts is refused by
+  // this client's own provider (shm's soft fence), after the post.
+  Status FencedAt(const char* point, const std::function<Status()>& op) {
+    std::thread::id holder;
+    bool fenced = false;
+    SetFaultPointHook(point, [&] {
+      if (std::this_thread::get_id() != holder || fenced) return;
+      fenced = true;
+      Initiator other(config_);
+      other.connect(0, blade_->host(), blade_->port(), 2);
+      OnOtherThread(
+          [&] {
+            auto* scratch = static_cast<uint64_t*>(other.alloc_cache(8));
+            bool ended = false;
+            ASSERT_TRUE(FenceSession(other, 0, initiator_->session(0), scratch, LeaseOptions{}, &ended).ok());
+            ASSERT_TRUE(ended);
+          },
+          &other);
+    });
+    Status s;
+    RunHeld(&holder, [&] { s = op(); });
+    SetFaultPointHook(point, nullptr);
+    EXPECT_TRUE(fenced) << "the operation never reached " << point;
+    return s;
+  }
+
+  // The value of `key` as another client reads it ("(absent)" when absent).
+  std::string ReadByAnotherClient(const std::string& key) {
+    std::string value;
+    Initiator other(config_);
+    other.connect(0, blade_->host(), blade_->port(), 2);
+    HashTable table(other, config_, 1, options_);
+    OnOtherThread(
+        [&] {
+          const Status s = table.search(key, &value);
+          if (s.code() == Status::Code::kNotFound) {
+            value = "(absent)";
+          } else {
+            EXPECT_TRUE(s.ok()) << s.ToString();
+          }
+        },
+        &other);
+    return value;
+  }
+
+  // Inserts `key` ("late") in a thread of its own, held after its read of
+  // the buckets (the key absent) and before its claim, while another thread
+  // inserts it and updates it ("early", the copy Y) and the late insert's
+  // thread caches Y with a search. Once the late insert has claimed its slot X, and when X
+  // lies below Y (from then on X holds the key's value, until the late
+  // insert removes Y), runs `claimed` in the late insert's task, whose
+  // speculative cache still names Y. Returns false when X lies above Y.
+  bool LateLowerCopy(const std::string& key, const std::function<void()>& claimed) {
+    std::thread::id holder;
+    bool before_claim = false, scenario = false;
+    HashTable::Location early{};
+    SetFaultPointHook("ht.insert.claiming", [&] {
+      if (std::this_thread::get_id() != holder || before_claim) return;
+      before_claim = true;
+      OnOtherThread([&] {
+        // An update of the copy an insert claimed: its block must not pass
+        // for one of a loaded copy (kBlockLoaded) either.
+        ASSERT_TRUE(table_->insert(key, "inserted").ok());
+        ASSERT_TRUE(table_->update(key, "early").ok());
+        ASSERT_TRUE(table_->locate(key, &early).ok());
+      });
+      std::string value;
+      ASSERT_TRUE(table_->search(key, &value).ok());  // caches Y in this thread
+      ASSERT_EQ(value, "early");
+      ASSERT_TRUE(table_->search(key, &value).ok());  // a speculative hit
+      ASSERT_EQ(value, "early");
+    });
+    SetFaultPointHook("ht.insert.claimed", [&] {
+      if (std::this_thread::get_id() != holder || scenario) return;
+      HashTable::Location lowest{};
+      int copies = 0;
+      ASSERT_TRUE(table_->count_copies(key, &copies).ok());
+      ASSERT_TRUE(table_->locate(key, &lowest).ok());
+      if (copies != 2 || lowest.slot == early.slot) return;
+      scenario = true;
+      claimed();
+    });
+    Status inserted;
+    RunHeld(&holder, [&] { inserted = table_->insert(key, "late"); });
+    SetFaultPointHook("ht.insert.claiming", nullptr);
+    SetFaultPointHook("ht.insert.claimed", nullptr);
+    EXPECT_TRUE(before_claim) << key << ": the late insert never reached its claim";
+    EXPECT_TRUE(inserted.ok()) << key << ": " << inserted.ToString();
+    return scenario;
+  }
+
+  uint64_t SpeculativeLookups() const {
+    const TableStats s = table_->stats();
+    return s.speculative_hits + s.speculative_misses;
+  }
+
+  static std::string Numbered(const char* prefix, int i) {
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%s%05d", prefix, i);
+    return buf;
+  }
+
+  SmartConfig config_;
+  std::unique_ptr<EmbeddedMemoryBlade> blade_;
+  std::unique_ptr<Initiator> initiator_;
+  TableOptions options_;
+  std::unique_ptr<HashTable> table_;
+};
+
+// A read-modify-write reads the key's slot word, then stalls before its
+// CAS while another thread updates the key until the slot holds that very
+// word again: the key's first block, reused 16 times, is back in the slot
+// under its first tag. The CAS would win, and the value computed from the
+// old one would wipe out every update in between. The stalled operation
+// must read again and apply its change to the newest value.
+TEST_F(HashTableStoppedTest, AReadModifyWriteStalledAcrossSixteenReusesOfItsBlockDoesNotWin) {
+  options_.reclaim_grace_ns = 0;
+  options_.tag_wrap_guard_ns = 100000000;  // 100 ms: the tag's wrap waits that long
+  Open();
+  ASSERT_TRUE(table_->insert("counter", "base").ok());
+  std::thread::id holder;
+  bool held = false, recurred = false;
+  int updates = 0;
+  std::string last = "base";
+  SetFaultPointHook("ht.rmw.modifying", [&] {
+    if (std::this_thread::get_id() != holder || held) return;
+    held = true;
+    OnOtherThread([&] {
+      HashTable::Location read{};
+      ASSERT_TRUE(table_->locate("counter", &read).ok());
+      // Two blocks take turns in the updating thread's pool, each reused
+      // every other update; the wrap of a tag waits its guard.
+      while (!recurred && updates < 20000) {
+        last = Numbered("u", ++updates);
+        ASSERT_TRUE(table_->update("counter", last).ok());
+        HashTable::Location now{};
+        ASSERT_TRUE(table_->locate("counter", &now).ok());
+        recurred = now.slot == read.slot && now.slot_value == read.slot_value;
+        if (updates % 16 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    });
+  });
+  Status s;
+  RunHeld(&holder, [&] { s = table_->read_modify_write("counter", [](std::string* v) { *v += "!"; }); });
+  SetFaultPointHook("ht.rmw.modifying", nullptr);
+  ASSERT_TRUE(held) << "the read-modify-write never reached its fault point";
+  ASSERT_TRUE(recurred) << "the slot never held the word the read-modify-write read again (" << updates
+                        << " updates)";
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  std::string value;
+  ASSERT_TRUE(table_->search("counter", &value).ok());
+  EXPECT_EQ(value, last + "!") << "the stalled read-modify-write won its CAS with a value computed from \"base\"";
+  EXPECT_GT(table_->stats().slow_slot_reads, 0u);
+}
+
+// A speculative search whose cached slot Y has a lower copy X of the key
+// (a late insert's, not yet rid of its duplicate Y) must return X's value:
+// every reader that looks at the buckets now does, so Y's value would be a
+// stale read after a newer one.
+TEST_F(HashTableStoppedTest, ASpeculativeSearchReturnsTheLowestCopyAfterALateInsertClaimedBelowIt) {
+  options_.speculative_lookup = true;
+  options_.spread_inserts_for_tests = true;
+  Open();
+  int seen = 0;
+  for (int k = 0; k < 64 && seen < 3; ++k) {
+    const std::string key = "late" + std::to_string(k);
+    std::string found;
+    uint64_t lookups = 0;
+    const bool scenario = LateLowerCopy(key, [&] {
+      const uint64_t before = SpeculativeLookups();
+      ASSERT_TRUE(table_->search(key, &found).ok());
+      lookups = SpeculativeLookups() - before;
+    });
+    if (!scenario) continue;
+    ++seen;
+    EXPECT_GT(lookups, 0u) << key << ": the search did not consult its cache";
+    EXPECT_EQ(found, "late") << key << ": the search read the higher copy that the late insert is about to remove";
+    int copies = 0;
+    ASSERT_TRUE(table_->count_copies(key, &copies).ok());
+    EXPECT_EQ(copies, 1) << key;
+  }
+  EXPECT_GT(seen, 0) << "no late insert claimed a slot below the early copy";
+}
+
+// A speculative update whose cached slot Y has a lower copy X (as above)
+// began after X was claimed: it must land in X, or the late insert removes
+// it with Y and the acknowledged update is lost.
+TEST_F(HashTableStoppedTest, ASpeculativeUpdateAfterALateInsertClaimedBelowItIsNotLost) {
+  options_.speculative_lookup = true;
+  options_.spread_inserts_for_tests = true;
+  Open();
+  int seen = 0;
+  for (int k = 0; k < 64 && seen < 3; ++k) {
+    const std::string key = "late" + std::to_string(k);
+    Status updated;
+    uint64_t lookups = 0;
+    const bool scenario = LateLowerCopy(key, [&] {
+      const uint64_t before = SpeculativeLookups();
+      updated = table_->update(key, "update");
+      lookups = SpeculativeLookups() - before;
+    });
+    if (!scenario) continue;
+    ++seen;
+    ASSERT_TRUE(updated.ok()) << key << ": " << updated.ToString();
+    EXPECT_GT(lookups, 0u) << key << ": the update did not consult its cache";
+    std::string found;
+    ASSERT_TRUE(table_->search(key, &found).ok());
+    EXPECT_EQ(found, "update") << key << ": the acknowledged update was removed with the duplicate it landed in";
+    int copies = 0;
+    ASSERT_TRUE(table_->count_copies(key, &copies).ok());
+    EXPECT_EQ(copies, 1) << key;
+  }
+  EXPECT_GT(seen, 0) << "no late insert claimed a slot below the early copy";
+}
+
+// A slot CAS that was posted and whose completion then failed may have
+// been carried out before the failure (a memory blade that stopped
+// answering, a session ended under a request in flight): the operation
+// must not call itself failed, only of unknown outcome. Here the soft fence
+// refuses each CAS, so the table is left as it was; the operations still
+// cannot know that from their completions.
+TEST_F(HashTableStoppedTest, AnOperationWhoseSlotCasFailsAfterItsPostHasAnUnknownOutcome) {
+  struct Case {
+    const char* what;
+    const char* point;
+    std::function<Status(HashTable&)> op;
+    const char* key;     // a key the operation writes
+    std::string before;  // its value, which the table keeps
+  };
+  const std::string_view batch_keys[] = {"b1", "b2", "b3"};
+  const std::string_view batch_values[] = {"new", "new", "new"};
+  const Case cases[] = {
+      {"an update", "ht.write.casing", [](HashTable& t) { return t.update("k", "new"); }, "k", "old"},
+      {"an insert of an existing key", "ht.write.casing", [](HashTable& t) { return t.insert("k", "new"); }, "k",
+       "old"},
+      {"an insert of an absent key", "ht.insert.claiming", [](HashTable& t) { return t.insert("fresh", "new"); },
+       "fresh", "(absent)"},
+      {"a read-modify-write", "ht.rmw.casing",
+       [](HashTable& t) { return t.read_modify_write("k", [](std::string* v) { *v += "+1"; }); }, "k", "old"},
+      {"a delete", "ht.remove.casing", [](HashTable& t) { return t.remove("k"); }, "k", "old"},
+      {"a load batch", "ht.load.claiming", [&](HashTable& t) { return t.load_batch(batch_keys, batch_values, 3); },
+       "b2", "(absent)"},
+  };
+  for (const Case& c : cases) {
+    Open();
+    ASSERT_TRUE(table_->insert("k", "old").ok());
+    const Status s = FencedAt(c.point, [&] { return c.op(*table_); });
+    EXPECT_EQ(s.code(), Status::Code::kOutcomeUnknown) << c.what << ": " << s.ToString();
+    EXPECT_NE(s.ToString().find("may or may not have taken effect"), std::string::npos) << s.ToString();
+    EXPECT_EQ(ReadByAnotherClient(c.key), c.before) << c.what << ": the refused CAS landed";
+    table_.reset();
+    initiator_.reset();
+    blade_.reset();
+  }
+}
+
+// An insert claims its slot, then finds a racing insert's copy of its key
+// and cannot remove the duplicate (its session is ended meanwhile, so its
+// CAS is refused). The insert took effect with its claim: it reports OK,
+// not an error.
+TEST_F(HashTableStoppedTest, AnInsertWhoseClaimWonIsOkEvenIfRemovingADuplicateFails) {
+  options_.spread_inserts_for_tests = true;
+  bool raced = false;
+  for (int k = 0; k < 32 && !raced; ++k) {
+    Open();
+    const std::string key = "dup" + std::to_string(k);
+    std::thread::id holder;
+    bool before_claim = false;
+    SetFaultPointHook("ht.insert.claiming", [&] {
+      if (std::this_thread::get_id() != holder || before_claim) return;
+      before_claim = true;
+      OnOtherThread([&] { ASSERT_TRUE(table_->insert(key, "early").ok()); });
+    });
+    SetFaultPointHook("ht.insert.claimed", [&] {
+      if (std::this_thread::get_id() != holder || raced) return;
+      int copies = 0;
+      ASSERT_TRUE(table_->count_copies(key, &copies).ok());
+      if (copies != 2) return;
+      raced = true;
+      Initiator other(config_);
+      other.connect(0, blade_->host(), blade_->port(), 2);
+      OnOtherThread(
+          [&] {
+            auto* scratch = static_cast<uint64_t*>(other.alloc_cache(8));
+            bool ended = false;
+            ASSERT_TRUE(FenceSession(other, 0, initiator_->session(0), scratch, LeaseOptions{}, &ended).ok());
+            ASSERT_TRUE(ended);
+          },
+          &other);
+    });
+    Status inserted;
+    RunHeld(&holder, [&] { inserted = table_->insert(key, "late"); });
+    SetFaultPointHook("ht.insert.claiming", nullptr);
+    SetFaultPointHook("ht.insert.claimed", nullptr);
+    if (raced) {
+      EXPECT_TRUE(inserted.ok()) << "the insert whose claim won reported " << inserted.ToString();
+      const std::string value = ReadByAnotherClient(key);
+      EXPECT_TRUE(value == "early" || value == "late") << value;
+    }
+    table_.reset();
+    initiator_.reset();
+    blade_.reset();
+  }
+  EXPECT_TRUE(raced) << "no two inserts of one key claimed different slots";
+}
+
+// A CAS the memory blade refuses with a remote access error (fault
+// injection, as a NIC reports a bad rkey) was not carried out: the
+// operation fails with that error, and the table is unchanged.
+TEST_F(HashTableStoppedTest, AnOperationWhoseSlotCasWasRefusedFailsWithTheError) {
+  // A work-request rule when the transport opens puts the fault-injecting
+  // wrapper in place (this one never fires); the one that fails is
+  // installed once the table is built and the key inserted.
+  Open();
+  table_.reset();
+  initiator_.reset();
+  config_.faults = ParseFaultRules("delay=1us@faa#1000000000");
+  initiator_ = std::make_unique<Initiator>(config_);
+  initiator_->connect(0, blade_->host(), blade_->port(), 8);
+  table_ = std::make_unique<HashTable>(*initiator_, config_, 1, options_);
+  ASSERT_TRUE(table_->insert("k", "old").ok());
+  InstallFaultRules(ParseFaultRules("fail@cas#1"));
+  const Status s = table_->update("k", "new");
+  InstallFaultRules({});
+  EXPECT_EQ(s.code(), Status::Code::kRemoteAccess) << s.ToString();
+  EXPECT_EQ(ReadByAnotherClient("k"), "old");
+}
+
+}  // namespace
+}  // namespace smart::hashtable

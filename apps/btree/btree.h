@@ -65,6 +65,7 @@ struct TreeStats {
   uint64_t torn_reads = 0;        // pages or lines that failed their check, read again
   uint64_t lock_retries = 0;      // lock CASes that found the word held
   uint64_t lock_takeovers = 0;    // locks taken from a dead or stopped holder
+  uint64_t holders_fenced = 0;    // take-overs by lease whose old holder's session the blade ended first
   uint64_t handovers = 0;         // locks passed to a local waiter without a CAS
   uint64_t leaf_splits = 0;
   uint64_t internal_splits = 0;
@@ -125,7 +126,7 @@ class BTree {
   const int nodes_;
   std::vector<GlobalAddress> lock_tables_;  // per node
   GlobalAddress root_word_;                 // the root pointer, on node 0
-  std::unique_ptr<LocalLocks> local_locks_; // HOCL
+  std::shared_ptr<LocalLocks> local_locks_; // HOCL and held words, per client and tree
   std::mutex contexts_mutex_;
   std::unique_ptr<ThreadContext> contexts_[kMaxThreads];
 };

@@ -233,6 +233,8 @@ TreeStats BTree::stats() const {
     t.lock_retries += s.lock_retries;
     t.lock_takeovers += s.lock_takeovers;
     t.holders_fenced += s.holders_fenced;
+    t.writes_unknown += s.writes_unknown;
+    t.blocks_leaked += s.blocks_leaked;
     t.handovers += s.handovers;
     t.leaf_splits += s.leaf_splits;
     t.internal_splits += s.internal_splits;
@@ -246,6 +248,7 @@ TreeStats BTree::stats() const {
     const BlockPoolStats& b = tc->blocks->stats();
     t.blocks_retired += b.blocks_retired;
     t.blocks_reused += b.blocks_reused;
+    t.blocks_released += b.blocks_released;
   }
   return t;
 }

@@ -76,8 +76,11 @@ struct TreeStats {
   uint64_t cache_invalidations = 0;
   uint64_t speculative_hits = 0;
   uint64_t speculative_misses = 0;
+  uint64_t writes_unknown = 0;     // page writes whose completion failed (they may have landed)
   uint64_t blocks_retired = 0;
   uint64_t blocks_reused = 0;
+  uint64_t blocks_released = 0;   // value blocks never named by a page, reusable at once
+  uint64_t blocks_leaked = 0;     // value blocks a page may name after an unknown outcome: never reused
 };
 
 class BTree {

@@ -265,13 +265,24 @@ Status Ops::lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, Re
   return Status::OK();
 }
 
-Status Ops::write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst, size_t length) {
+Status Ops::write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst, size_t length,
+                             const WritePoints& points) {
   if (!lock->held) return Status::Internal("B+tree: releasing a page lock that is not held");
   TaskBuffers* tb = nullptr;
   Status s = task_buffers(&tb);
   if (!s.ok()) return s;
   LocalLock* local = lock->local;
   lock->held = false;
+  auto end_remote = [&] {
+    if (local == nullptr) return;
+    local->word.store(0, std::memory_order_release);
+    local->handovers = 0;
+  };
+  auto finish = [&](Status result) {
+    forget_held();
+    if (local != nullptr) PassTurn(*tree_.local_locks_, local);
+    return result;
+  };
   // A holder that took longer than a quarter of the lease renews before it
   // writes: a stopped holder whose lease ran out learns it here and writes
   // nothing (the word was taken over). One stopped after this check is
@@ -289,55 +300,74 @@ Status Ops::write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst,
     if (s.ok()) s = sync();
     if (s.ok() && tb->words[0] != lock->value) {
       s = Status::LockLost("B+tree: the lock of page " + lock->page.to_string() + " was taken over (now " +
-                           DescribeLockWord(tb->words[0]) + "); this client was slower than the lease");
+                           DescribeLockWord(tb->words[0]) + "); this client was slower than the lease and wrote nothing");
     }
     if (!s.ok()) {
-      forget_held();
-      if (local != nullptr) {
-        local->word.store(0, std::memory_order_release);
-        local->handovers = 0;
-        PassTurn(*tree_.local_locks_, local);
-      }
-      return s;
+      // Nothing was written: the operation did not take effect.
+      end_remote();
+      return finish(s);
     }
     lock->value = next;
     lock->renewed_ns = MonotonicNs();
     if (local != nullptr) local->renewed_ns = lock->renewed_ns;
   }
-  if (local != nullptr) {
-    if (local->handovers < kMaxHandovers && HasWaiters(local)) {
-      if (length > 0) {
-        s = in_.write(src, dst, length, Option::kNone);
-        if (s.ok()) s = sync();
-      }
-      ++local->handovers;
-      if (!s.ok()) {
-        // The write failed: release the word remotely rather than hand it
-        // over (best effort; the connection to the blade may be gone).
-        (void)in_.compare_and_swap(tb->words, lock->word, lock->value, kLockFree, Option::kSync);
-        local->word.store(0, std::memory_order_release);
-        local->handovers = 0;
-      }
-      forget_held();
-      PassTurn(*tree_.local_locks_, local);
-      return s;
+  if (length > 0) FaultPoint(points.checked);
+  auto unknown = [&](const Status& failed) {
+    ++tc_.stats.writes_unknown;
+    return Status::OutcomeUnknown("B+tree: the write of " + std::to_string(length) + " bytes to page " +
+                                  lock->page.to_string() + " may or may not have landed: " + failed.ToString());
+  };
+  if (local != nullptr && local->handovers < kMaxHandovers && HasWaiters(local)) {
+    if (length > 0) {
+      s = in_.write(src, dst, length, Option::kPost);
+      FaultPoint(points.posted);
+      if (s.ok()) s = sync();
     }
+    ++local->handovers;
+    if (!s.ok()) {
+      if (length > 0) s = unknown(s);
+      // The write failed: release the word remotely rather than hand it
+      // over (best effort; the connection to the blade may be gone).
+      (void)in_.compare_and_swap(tb->words, lock->word, lock->value, kLockFree, Option::kSync);
+      end_remote();
+    }
+    return finish(s);
   }
-  if (length > 0) s = in_.write(src, dst, length, Option::kNone);
-  if (s.ok() && length > 0 && !options_.combine_commands) s = sync();
-  if (s.ok()) s = in_.compare_and_swap(tb->words, lock->word, lock->value, kLockFree, Option::kNone);
+  bool written = false;  // the write's completion was seen, successful
+  if (length > 0 && !options_.combine_commands) {
+    s = in_.write(src, dst, length, Option::kPost);
+    FaultPoint(points.posted);
+    if (s.ok()) s = sync();
+    if (!s.ok()) {
+      end_remote();
+      return finish(unknown(s));
+    }
+    written = true;
+  } else if (length > 0) {
+    s = in_.write(src, dst, length, Option::kNone);
+  }
+  if (s.ok()) s = in_.compare_and_swap(tb->words, lock->word, lock->value, kLockFree, Option::kPost);
+  if (length > 0 && !written) FaultPoint(points.posted);
   if (s.ok()) s = sync();
+  end_remote();
+  if (length > 0 && !written) {
+    // The write and the release went in one doorbell: a failure may be
+    // either's, and sync() reports only the first.
+    if (!s.ok()) return finish(unknown(s));
+    written = true;
+  }
+  if (written) {
+    // The write completed while this task held the lock: a taker fences
+    // before it reads and writes the page, so the write is in what it
+    // reads. A release that then fails or finds the word taken over leaves
+    // the word to its lease, and the operation took effect.
+    return finish(Status::OK());
+  }
   if (s.ok() && tb->words[0] != lock->value) {
     s = Status::LockLost("B+tree: the lock of page " + lock->page.to_string() + " was taken over before its release (now " +
                          DescribeLockWord(tb->words[0]) + ")");
   }
-  forget_held();
-  if (local != nullptr) {
-    local->word.store(0, std::memory_order_release);
-    local->handovers = 0;
-    PassTurn(*tree_.local_locks_, local);
-  }
-  return s;
+  return finish(s);
 }
 
 }  // namespace smart::btree

@@ -223,6 +223,19 @@ struct PageLock {
   bool held = false;
 };
 
+// The fault points of one kind of page write (SMART_FAULTS, and hooks in
+// the unit tests), at the two windows a take-over by lease can fall into:
+// `checked` after the holder's lease check (renewed if due) and before the
+// write is posted; `posted` after it was posted (with the release CAS) and
+// before its completion was seen.
+struct WritePoints {
+  const char* checked;
+  const char* posted;
+};
+inline constexpr WritePoints kLeafWrite{"bt.leaf.write_checked", "bt.leaf.write_posted"};
+inline constexpr WritePoints kLeafSplitWrite{"bt.split.leaf.write_checked", "bt.split.leaf.write_posted"};
+inline constexpr WritePoints kInternalWrite{"bt.internal.write_checked", "bt.internal.write_posted"};
+
 class Ops;
 
 // Bounds an operation's retries: after retry_timeout_ns of retrying it ends
@@ -300,12 +313,20 @@ class Ops {
   Status lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, RetryBound& bound, PageLock* lock);
   // Writes `length` bytes of `src` to `dst` (if length > 0) and releases the
   // lock, in one doorbell (or hands it to a local waiter after the write).
-  Status write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst, size_t length);
-  Status unlock(PageLock* lock) { return write_and_unlock(lock, nullptr, GlobalAddress(), 0); }
+  // The outcome is the write's: OK when it completed (it landed while this
+  // task held the lock, even if the release then finds the lock taken
+  // over); kOutcomeUnknown when its completion failed (it may have landed);
+  // a plain error (kLockLost, or the renewal's own) when the lease check
+  // found the lock lost and nothing was written.
+  Status write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst, size_t length, const WritePoints& points);
+  // Releases the lock without writing; kLockLost when it was taken over.
+  Status unlock(PageLock* lock) { return write_and_unlock(lock, nullptr, GlobalAddress(), 0, kLeafWrite); }
 
   // ---- split.cc ----
   // Splits the locked, full leaf `page` (image in tb.page) to make room for
-  // `entry`; unlocks it and inserts the separator into the parent.
+  // `entry`; unlocks it and inserts the separator into the parent. The
+  // outcome is that of the write of the split page, which makes `entry`
+  // visible: OK once it landed, whatever the parent insert then meets.
   Status split_leaf(PageLock* lock, TaskBuffers& tb, const LeafEntry& entry, Path* path, BackoffGuard& guard);
   // Inserts (key -> child) into the page at `level` covering `key`, the
   // parent of `left` (which just split).
@@ -336,6 +357,9 @@ class Ops {
   bool held_by_this_client(uint64_t word, node_t node, GlobalAddress page) const;
   // The end of a lock's life for the calling task (lock_table.cc).
   void forget_held();
+  // What the caller does with a new value's block, and the old entry's,
+  // once the write that would name it ended with `s` (operations.cc).
+  void settle_blocks(const Status& s, Block* fresh, bool* have_fresh, const LeafEntry& old);
   // After a write whose way moved right past `link`, or past the first
   // internal page of path->internal_link: makes sure the level above holds
   // the separator (a splitter may have died before adding it).

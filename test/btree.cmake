@@ -3,6 +3,7 @@
 add_executable(btree_unit_tests
   unit/btree_failure_test.cc
   unit/btree_page_test.cc
+  unit/btree_stall_test.cc
   unit/btree_tree_test.cc)
 target_link_libraries(btree_unit_tests PRIVATE smart_btree GTest::gtest GTest::gtest_main)
 target_include_directories(btree_unit_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit)

@@ -5,11 +5,28 @@
 // commands share (check_support.h); the commands are in check_writes.cc and
 // check_reads.cc.
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <map>
 
 #include "check_support.h"
 
 namespace smart::btree::check {
+
+std::string Bump(const std::string& value) {
+  const size_t plus = value.rfind('+');
+  if (plus != std::string::npos) {
+    const char* first = value.data() + plus + 1;
+    const char* last = value.data() + value.size();
+    uint64_t n = 0;
+    const auto [end, error] = std::from_chars(first, last, n);
+    // Canonical decimal only (no sign, no leading zero), as Go's
+    // strconv.FormatUint(ParseUint(s)) == s.
+    if (error == std::errc() && end == last && std::string_view(first, last - first) == std::to_string(n)) {
+      return value.substr(0, plus + 1) + std::to_string(n + 1);
+    }
+  }
+  return value + "+1";
+}
 
 void Checker::open() {
   config_ = SmartConfig::Load();
@@ -85,10 +102,15 @@ int main(int argc, char** argv) {
   app.add_option("--retry-timeout-ms", o.retry_timeout_ms, "an operation stuck this long fails (ms)")->check(CLI::Range(1, 3600000));
   app.add_option("--log", o.logs, "insert/update/delete/churn: write this writer's log of acknowledged operations; "
                  "check-log: a writer log to check against (repeat)");
+  app.add_option("--history", o.history, "contend: record every operation and its outcome in this file");
+  app.add_option("--ops", o.ops, "contend: operations per worker, started on ticks spread over --duration (0: back to back)");
+  app.add_option("--zipf", o.zipf, "contend: skew of the zipf key chooser (0: uniform)")->check(CLI::Range(0.0, 0.999));
+  app.add_flag("--end-on-error", o.end_on_error,
+               "contend: an operation that fails ends the command without failing it (a client that is to be fenced)");
   std::map<std::string, std::function<int(Checker&, const Options&)>> commands = {
       {"build", [](Checker& c, const Options&) { return c.finish("build"); }},
       {"insert", Insert}, {"update", Update}, {"delete", Delete}, {"churn", Churn}, {"verify", Verify},
-      {"read", Read}, {"scan", Scan}, {"torn", Torn}, {"check-log", CheckLog}};
+      {"read", Read}, {"scan", Scan}, {"torn", Torn}, {"check-log", CheckLog}, {"contend", Contend}};
   const std::map<std::string, std::string> what = {
       {"build", "build (or attach to) the tree and exit"},
       {"insert", "insert (upsert) ids --from..--to, --rounds times (seq = round - 1)"},
@@ -99,7 +121,8 @@ int main(int argc, char** argv) {
       {"read", "read for --duration seconds; values never go back per writer"},
       {"scan", "scan for --duration seconds: sorted, no duplicates, stable ids present"},
       {"torn", "tear a leaf on purpose; a reader must read it again"},
-      {"check-log", "the final state against the writers' --log files, and the leaf level"}};
+      {"check-log", "the final state against the writers' --log files, and the leaf level"},
+      {"contend", "search/insert/update/delete/rmw zipf-drawn ids for --duration, recording a --history"}};
   for (auto& [name, fn] : commands) app.add_subcommand(name, what.at(name));
   CLI11_PARSE(app, argc, argv);
   try {

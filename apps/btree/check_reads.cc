@@ -1,11 +1,16 @@
-// btree_check's reading and inspecting commands: verify, read, scan and
-// torn (a leaf torn on purpose).
+// btree_check's reading and inspecting commands: verify, read, scan, torn
+// (a leaf torn on purpose) and contend (a recorded history for the
+// linearizability checker).
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <map>
 
 #include "check_support.h"
 #include "page.h"
+#include "smart/check/op_history.h"
+#include "smart/ycsb.h"
 
 namespace smart::btree::check {
 
@@ -188,6 +193,124 @@ int Torn(Checker& c, const Options& o) {
   if (read_value != value) c.fail("the reader returned a wrong value after the leaf was restored");
   printf("btree_check torn: %" PRIu64 " torn reads detected, then the right value\n", torn_seen);
   return c.finish("torn");
+}
+
+
+namespace {
+
+constexpr char kDigits36[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+
+// contend's value for operation `seq` of `worker`, unique in the run: a
+// short one (at most 8 bytes, inline in the leaf) three times in four, else
+// a long one of 24-48 bytes (in a value block). Neither holds whitespace.
+std::string ContendValue(int writer, int worker, uint64_t seq, ycsb::Random& random) {
+  if (random.uniform() < 0.75) {
+    // Writer (1 digit) and worker (2 digits) of fixed width, then the seq:
+    // base 36, at most 8 characters for seq < 36^5.
+    std::string v;
+    v += kDigits36[writer % 36];
+    v += kDigits36[(worker / 36) % 36];
+    v += kDigits36[worker % 36];
+    std::string digits;
+    for (uint64_t n = seq; n > 0 || digits.empty(); n /= 36) digits += kDigits36[n % 36];
+    v.append(digits.rbegin(), digits.rend());
+    return v;
+  }
+  std::string v = "w" + std::to_string(writer) + "." + std::to_string(worker) + ":" + std::to_string(seq);
+  v.append(24 + random.next() % 25 - std::min<size_t>(v.size(), 24), '.');
+  return v;
+}
+
+}  // namespace
+
+// Threads x coroutines issue searches (30%), inserts (20%), updates (15%),
+// deletes (15%) and read-modify-writes (20%, the value becomes Bump(value))
+// of key ids --from..--to drawn with a zipf law (--zipf), for --duration
+// seconds, and record each operation with its outcome in the --history file
+// (smart/check/op_history.h), for the linearizability checker
+// (test/linearizability). Values are short (inline) or long (value blocks),
+// unique per process (--writer < 36); a few hundred ids make a tree of
+// several leaves that split while it runs. With --ops N each worker issues
+// N operations, one on each tick of a period of duration / N on the
+// monotonic clock, as hashtable_check contend does, so that operations of
+// all processes overlap on the hot keys and the history stays small enough
+// to check. An operation that ends in an error (an unknown outcome, or a
+// plain error) stays in the history without a response: it may or may not
+// have taken effect as far as the checker is concerned. Such an error fails
+// the command, except with --end-on-error (a client that is expected to be
+// stopped and fenced): then it ends the command, which prints it.
+int Contend(Checker& c, const Options& o) {
+  if (o.to <= o.from) throw Error("contend needs keys: --to must be above --from");
+  if (o.writer >= 36) throw Error("contend: --writer must be below 36 (one base-36 digit in short values)");
+  smart::check::HistoryRecorder history(o.history);
+  const ycsb::ZipfianParams zipf(o.to - o.from, o.zipf);
+  const uint64_t end = NowNs() + static_cast<uint64_t>(o.duration * 1e9);
+  const uint64_t period = o.ops == 0 ? 0 : std::max<uint64_t>(1, static_cast<uint64_t>(o.duration * 1e9) / o.ops);
+  std::atomic<uint64_t> ops{0}, done{0}, not_found{0};
+  std::atomic<bool> ended{false};
+  std::mutex first_error_mutex;
+  std::string first_error;
+  c.run([&](int worker, uint64_t, uint64_t) {
+    ycsb::Random random(static_cast<uint64_t>(o.writer) * 1000003u + static_cast<uint64_t>(worker) + 1);
+    smart::check::HistoryRecorder::Op op;
+    op.client = "w" + std::to_string(o.writer) + "." + std::to_string(worker);
+    std::string value, wrote;
+    while (NowNs() < end && !c.failed() && !ended.load() && (o.ops == 0 || op.seq < o.ops)) {
+      if (period != 0) {
+        // Far from the tick the thread sleeps (its other tasks wait for the
+        // tick too, or for a completion), so that waiting costs no CPU.
+        const uint64_t tick = (NowNs() / period + 1) * period;
+        for (uint64_t now = NowNs(); now < tick; now = NowNs()) {
+          if (tick - now > 300000) {
+            usleep(100);
+          } else {
+            this_task::yield();
+          }
+        }
+      }
+      const uint64_t id = o.from + ycsb::ZipfianRank(zipf, random);
+      const double pick = random.uniform();
+      const int kind = pick < 0.3 ? 0 : pick < 0.5 ? 1 : pick < 0.65 ? 2 : pick < 0.8 ? 3 : 4;
+      static const char* const kKinds[] = {"search", "insert", "update", "delete", "rmw"};
+      ++op.seq;
+      op.key = "k" + std::to_string(id);
+      op.kind = kKinds[kind];
+      op.input = kind == 1 || kind == 2 ? ContendValue(o.writer, worker, op.seq, random) : "-";
+      history.invoke(&op);
+      Status s;
+      switch (kind) {
+        case 0: s = c.tree().search(Key(id), &value); break;
+        case 1: s = c.tree().insert(Key(id), op.input); break;
+        case 2: s = c.tree().update(Key(id), op.input); break;
+        case 3: s = c.tree().remove(Key(id)); break;
+        default:
+          s = c.tree().read_modify_write(Key(id), [&](std::string* v) {
+            *v = Bump(*v);
+            wrote = *v;
+          });
+          break;
+      }
+      ops.fetch_add(1, std::memory_order_relaxed);
+      if (s.ok()) {
+        history.complete(op, kind == 0 ? value : kind == 4 ? wrote : "ok");
+        done.fetch_add(1, std::memory_order_relaxed);
+      } else if (s.code() == Status::Code::kNotFound && kind != 1) {
+        history.complete(op, "not-found");
+        not_found.fetch_add(1, std::memory_order_relaxed);
+      } else if (o.end_on_error) {
+        std::lock_guard<std::mutex> lock(first_error_mutex);
+        if (first_error.empty()) first_error = std::string(op.kind) + " " + op.key + ": " + s.ToString();
+        ended = true;
+      } else {
+        c.fail(std::string(op.kind) + " " + op.key + ": " + s.ToString());
+      }
+    }
+  });
+  if (!history.ok()) c.fail("writing the history " + o.history + " failed");
+  printf("btree_check contend: %" PRIu64 " operations (%" PRIu64 " done, %" PRIu64 " not found)\n", ops.load(),
+         done.load(), not_found.load());
+  if (!first_error.empty()) printf("btree_check contend: ended by an error: %s\n", first_error.c_str());
+  return c.finish("contend");
 }
 
 }  // namespace smart::btree::check

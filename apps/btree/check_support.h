@@ -1,14 +1,15 @@
 // btree_check's shared parts: the command line's options, the key and value
 // formats, and the Checker (the connected tree and the first failure seen).
 // The commands live in check_writes.cc (insert, update, delete, churn,
-// check-log) and check_reads.cc (verify, read, scan, torn);
+// check-log) and check_reads.cc (verify, read, scan, torn, contend);
 // btree_check.cc parses the command line.
 //
 // Key id i is the tree key i * kKeyStride (order kept, spread over the
 // 64-bit range). Values name their writer, key id and round: long values as
 // text "w<writer>:<id>:<seq>" padded with dots to 24 bytes (in a value
 // block), or with --short-values eight bytes (writer 8 bits, seq 24 bits, id
-// 32 bits) inline in the leaf.
+// 32 bits) inline in the leaf. contend writes values of its own
+// (check_reads.cc).
 #pragma once
 
 #include <cinttypes>
@@ -48,6 +49,10 @@ struct Options {
   uint64_t lease_ms = 2000;
   uint64_t retry_timeout_ms = 10000;
   std::vector<std::string> logs;
+  std::string history;        // contend: every operation and its outcome (smart/check/op_history.h)
+  double zipf = 0.99;         // contend: skew of the key chooser
+  uint64_t ops = 0;           // contend: operations per worker, on ticks over --duration (0: back to back)
+  bool end_on_error = false;  // contend: an error ends the command quietly (a client expected to be fenced)
 };
 
 inline uint64_t Key(uint64_t id) { return id * kKeyStride; }
@@ -87,6 +92,12 @@ inline bool ParseValue(const std::string& v, int* writer, uint64_t* id, uint64_t
   *seq = s;
   return true;
 }
+
+// What contend's read-modify-write does to a value, exactly as the
+// linearizability checker's model (test/linearizability/model.go, Bump): a
+// value ending in "+N" (N a number in canonical decimal that fits 64 bits)
+// ends in "+N+1" instead; any other value gets "+1" appended.
+std::string Bump(const std::string& value);
 
 class Checker {
  public:
@@ -130,5 +141,6 @@ int Verify(Checker& c, const Options& o);
 int Read(Checker& c, const Options& o);
 int Scan(Checker& c, const Options& o);
 int Torn(Checker& c, const Options& o);
+int Contend(Checker& c, const Options& o);
 
 }  // namespace smart::btree::check

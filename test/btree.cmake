@@ -18,9 +18,13 @@ function(btree_integration_test name script)
     TIMEOUT 180
     ENVIRONMENT "SMART_BIN=${CMAKE_BINARY_DIR}/bin;SMART_SOURCE=${PROJECT_SOURCE_DIR}")
 endfunction()
-foreach(name writers structure faults bench)
+foreach(name writers structure bench)
   btree_integration_test(${name} btree_${name}.sh)
 endforeach()
+# The faults as two tests, kills and stops, so that each stays within its
+# time limit over verbs in the guest.
+btree_integration_test(faults btree_faults.sh kill)
+btree_integration_test(faults_stops btree_faults.sh stop)
 
 # Linearizability under contention, with a client killed and one stopped
 # and fenced, checked by Porcupine (test/linearizability; GO_EXECUTABLE

@@ -129,8 +129,10 @@ bool Ops::held_by_this_client(uint64_t word, node_t node, GlobalAddress page) co
          all.at(node, LockIndex(page)).word.load(std::memory_order_acquire) == word;
 }
 
-void Ops::forget_held() {
-  tree_.local_locks_->held[ThreadId() * kMaxTasksPerThread + this_task::id()].store(0, std::memory_order_release);
+void Ops::forget_held(PageLock* lock) {
+  if (lock->announced == nullptr) return;
+  lock->announced->store(0, std::memory_order_release);
+  lock->announced = nullptr;
 }
 
 Status Ops::lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, RetryBound& bound, PageLock* lock) {
@@ -138,6 +140,7 @@ Status Ops::lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, Re
   lock->page = page;
   lock->word = tree_.lock_tables_[node] + 8 * static_cast<uint64_t>(LockIndex(page));
   lock->local = nullptr;
+  lock->announced = nullptr;
   lock->held = false;
   if (options_.hocl) {
     LocalLock* local = &tree_.local_locks_->at(node, LockIndex(page));
@@ -161,7 +164,7 @@ Status Ops::lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, Re
   Status s = task_buffers(&tb);
   if (!s.ok()) return s;
   auto give_up = [&] {
-    forget_held();
+    forget_held(lock);
     if (lock->local != nullptr) PassTurn(*tree_.local_locks_, lock->local);
     lock->local = nullptr;
   };
@@ -175,7 +178,8 @@ Status Ops::lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, Re
   const uint64_t mine = EncodeLockWord(owner);
   // Announced before the CAS can land: from then on another task of this
   // client that finds `mine` in the word knows it is held.
-  tree_.local_locks_->held[owner.thread * kMaxTasksPerThread + owner.task].store(mine, std::memory_order_release);
+  lock->announced = &tree_.local_locks_->held[owner.thread * kMaxTasksPerThread + owner.task];
+  lock->announced->store(mine, std::memory_order_release);
   LeaseWatch watch(in_, node, tb->words + 8, options_.lease);
   uint64_t expected = kLockFree;
   bool fence = false;  // the CAS from `expected` takes a word over by lease
@@ -279,7 +283,7 @@ Status Ops::write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst,
     local->handovers = 0;
   };
   auto finish = [&](Status result) {
-    forget_held();
+    forget_held(lock);
     if (local != nullptr) PassTurn(*tree_.local_locks_, local);
     return result;
   };
@@ -293,8 +297,7 @@ Status Ops::write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst,
     if (local != nullptr) {
       local->word.store(next, std::memory_order_release);
     } else {
-      tree_.local_locks_->held[ThreadId() * kMaxTasksPerThread + this_task::id()].store(next,
-                                                                                      std::memory_order_release);
+      lock->announced->store(next, std::memory_order_release);  // taken by this task's CAS: no hand-overs
     }
     s = in_.compare_and_swap(tb->words, lock->word, lock->value, next, Option::kNone);
     if (s.ok()) s = sync();

@@ -220,6 +220,9 @@ struct PageLock {
   LocalLock* local = nullptr;  // HOCL entry, or nullptr
   uint64_t value = 0;          // the held remote word
   uint64_t renewed_ns = 0;     // when the word was taken or last renewed
+  // This task's entry in LocalLocks::held while it announces the word (it
+  // took the word by CAS, not by a hand-over), else nullptr.
+  std::atomic<uint64_t>* announced = nullptr;
   bool held = false;
 };
 
@@ -355,8 +358,9 @@ class Ops {
   // HOCL hand-over chain, or a task that took it by CAS), false when a
   // release that failed left it behind.
   bool held_by_this_client(uint64_t word, node_t node, GlobalAddress page) const;
-  // The end of a lock's life for the calling task (lock_table.cc).
-  void forget_held();
+  // The end of a lock's life for the calling task: it no longer announces
+  // the word (lock_table.cc).
+  void forget_held(PageLock* lock);
   // What the caller does with a new value's block, and the old entry's,
   // once the write that would name it ended with `s` (operations.cc).
   void settle_blocks(const Status& s, Block* fresh, bool* have_fresh, const LeafEntry& old);

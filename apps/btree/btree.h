@@ -65,7 +65,6 @@ struct TreeStats {
   uint64_t torn_reads = 0;        // pages or lines that failed their check, read again
   uint64_t lock_retries = 0;      // lock CASes that found the word held
   uint64_t lock_takeovers = 0;    // locks taken from a dead or stopped holder
-  uint64_t holders_fenced = 0;    // take-overs by lease whose old holder's session the blade ended first
   uint64_t handovers = 0;         // locks passed to a local waiter without a CAS
   uint64_t leaf_splits = 0;
   uint64_t internal_splits = 0;
@@ -76,10 +75,12 @@ struct TreeStats {
   uint64_t cache_invalidations = 0;
   uint64_t speculative_hits = 0;
   uint64_t speculative_misses = 0;
-  uint64_t writes_unknown = 0;     // page writes whose completion failed (they may have landed)
   uint64_t blocks_retired = 0;
   uint64_t blocks_reused = 0;
   uint64_t blocks_released = 0;   // value blocks never named by a page, reusable at once
+  // Stopped and failed holders (last: off the counters every operation moves).
+  uint64_t holders_fenced = 0;    // take-overs by lease whose old holder's session the blade ended first
+  uint64_t writes_unknown = 0;    // page writes whose completion failed (they may have landed)
   uint64_t blocks_leaked = 0;     // value blocks a page may name after an unknown outcome: never reused
 };
 

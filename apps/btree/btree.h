@@ -14,9 +14,14 @@
 // Keys are any uint64_t. Values of up to 8 bytes live in the leaf; longer
 // ones (up to kMaxValueBytes) in a block with a checksum.
 //
+// Outcomes: OK only if the operation took effect; kOutcomeUnknown when it
+// may or may not have (a page write whose completion failed); any other
+// error only if it did not (DESIGN.md, "Outcomes").
+//
 // Threads and tasks: any number of threads (each with its own queue pairs on
-// the Initiator) and tasks per thread may call in at once. Data-path calls
-// return Status and never throw.
+// the Initiator) and tasks per thread may call in at once, and several BTree
+// objects of one Initiator on one tree (they share their lock state). Data-path
+// calls return Status and never throw.
 #pragma once
 
 #include <cstdint>

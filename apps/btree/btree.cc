@@ -3,6 +3,7 @@
 #include "btree.h"
 
 #include <algorithm>
+#include <map>
 #include <random>
 
 #include "tree_internal.h"
@@ -32,6 +33,26 @@ namespace {
 
 std::atomic<uint64_t> g_next_tree_id{1};
 
+// The local lock state of every client (initiator) and tree in the process,
+// found by the initiator and the tree's lock table on memory node 0: BTree
+// objects of one client on one tree share it (tree_internal.h, LocalLocks).
+std::shared_ptr<BTree::LocalLocks> OpenLocalLocks(Initiator& initiator, GlobalAddress lock_table, int nodes) {
+  static std::mutex mutex;
+  static std::map<std::pair<const Initiator*, uint64_t>, std::weak_ptr<BTree::LocalLocks>> open;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto it = open.begin(); it != open.end();) it = it->second.expired() ? open.erase(it) : std::next(it);
+  auto& slot = open[{&initiator, lock_table.raw}];
+  std::shared_ptr<BTree::LocalLocks> locks = slot.lock();
+  if (locks == nullptr) {
+    locks = std::make_shared<BTree::LocalLocks>(nodes);
+    slot = locks;
+  } else if (locks->nodes != nodes) {
+    throw Error("B+tree: this initiator has the tree open on " + std::to_string(locks->nodes) +
+                " memory nodes already; another BTree object of it asks for " + std::to_string(nodes));
+  }
+  return locks;
+}
+
 struct LastContext {
   uint64_t tree_id = 0;
   BTree::ThreadContext* context = nullptr;
@@ -52,7 +73,7 @@ BTree::BTree(Initiator& initiator, const SmartConfig& config, int nodes, const T
     }
   }
   OpenTree(initiator_, nodes_, options_.lease, &lock_tables_, &root_word_);
-  if (options_.hocl) local_locks_ = std::make_unique<LocalLocks>(nodes_);
+  local_locks_ = OpenLocalLocks(initiator_, lock_tables_[0], nodes_);
 }
 
 BTree::~BTree() = default;
@@ -86,7 +107,7 @@ BTree::ThreadContext& BTree::context_slow() {
     tc->speculative_mask = options_.speculative_cache_entries - 1;
   }
   for (int i = 0; i < nodes_; ++i) tc->sessions.push_back(initiator_.session(static_cast<node_t>(i)));
-  if (local_locks_) tc->waker.mailbox = &local_locks_->mailboxes[id];
+  tc->waker.mailbox = &local_locks_->mailboxes[id];
   // Threads start placing new pages on different blades.
   tc->next_node = static_cast<uint32_t>(id);
   return *tc;
@@ -211,6 +232,9 @@ TreeStats BTree::stats() const {
     t.torn_reads += s.torn_reads;
     t.lock_retries += s.lock_retries;
     t.lock_takeovers += s.lock_takeovers;
+    t.holders_fenced += s.holders_fenced;
+    t.writes_unknown += s.writes_unknown;
+    t.blocks_leaked += s.blocks_leaked;
     t.handovers += s.handovers;
     t.leaf_splits += s.leaf_splits;
     t.internal_splits += s.internal_splits;
@@ -224,6 +248,7 @@ TreeStats BTree::stats() const {
     const BlockPoolStats& b = tc->blocks->stats();
     t.blocks_retired += b.blocks_retired;
     t.blocks_reused += b.blocks_reused;
+    t.blocks_released += b.blocks_released;
   }
   return t;
 }

@@ -14,9 +14,14 @@
 // Keys are any uint64_t. Values of up to 8 bytes live in the leaf; longer
 // ones (up to kMaxValueBytes) in a block with a checksum.
 //
+// Outcomes: OK only if the operation took effect; kOutcomeUnknown when it
+// may or may not have (a page write whose completion failed); any other
+// error only if it did not (DESIGN.md, "Outcomes").
+//
 // Threads and tasks: any number of threads (each with its own queue pairs on
-// the Initiator) and tasks per thread may call in at once. Data-path calls
-// return Status and never throw.
+// the Initiator) and tasks per thread may call in at once, and several BTree
+// objects of one Initiator on one tree (they share their lock state). Data-path
+// calls return Status and never throw.
 #pragma once
 
 #include <cstdint>
@@ -77,6 +82,11 @@ struct TreeStats {
   uint64_t speculative_misses = 0;
   uint64_t blocks_retired = 0;
   uint64_t blocks_reused = 0;
+  uint64_t blocks_released = 0;   // value blocks never named by a page, reusable at once
+  // Stopped and failed holders (last: off the counters every operation moves).
+  uint64_t holders_fenced = 0;    // take-overs by lease whose old holder's session the blade ended first
+  uint64_t writes_unknown = 0;    // page writes whose completion failed (they may have landed)
+  uint64_t blocks_leaked = 0;     // value blocks a page may name after an unknown outcome: never reused
 };
 
 class BTree {
@@ -125,7 +135,7 @@ class BTree {
   const int nodes_;
   std::vector<GlobalAddress> lock_tables_;  // per node
   GlobalAddress root_word_;                 // the root pointer, on node 0
-  std::unique_ptr<LocalLocks> local_locks_; // HOCL
+  std::shared_ptr<LocalLocks> local_locks_; // HOCL and held words, per client and tree
   std::mutex contexts_mutex_;
   std::unique_ptr<ThreadContext> contexts_[kMaxThreads];
 };

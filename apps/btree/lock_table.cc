@@ -11,10 +11,14 @@
 // release CAS. The READ that follows a CAS on the same queue pair runs after
 // it at the blade, so the page it returns is the one the lock protects.
 //
-// A holder that died: LeaseWatch tells the waiter (the blade saw the
-// session close, or the word stood still for a lease); the waiter takes the
-// word over by CAS from exactly the value it saw. Every page write is one
-// work request of a whole page or line, so there is nothing to finish.
+// A holder that died or stopped: LeaseWatch tells the waiter (the blade saw
+// the session close, or the word stood still for a lease); the waiter takes
+// the word over by CAS from exactly the value it saw. Every page write is
+// one work request of a whole page or line, so there is nothing to finish.
+// A take-over by lease fences the old holder's session (FenceSession,
+// through LeaseWatch::fence) before the new holder writes, and reads the
+// page again after the fence. A word of this client's own session is never
+// taken by lease: the client knows whether one of its tasks holds it.
 #include <immintrin.h>
 
 #include "smart/fault_injection.h"
@@ -117,11 +121,26 @@ int LockWaker::poll() {
   return woken;
 }
 
+bool Ops::held_by_this_client(uint64_t word, node_t node, GlobalAddress page) const {
+  const LockOwner owner = DecodeLockWord(word);
+  const int task = owner.thread * kMaxTasksPerThread + owner.task;
+  BTree::LocalLocks& all = *tree_.local_locks_;
+  return all.held[task].load(std::memory_order_acquire) == word ||
+         all.at(node, LockIndex(page)).word.load(std::memory_order_acquire) == word;
+}
+
+void Ops::forget_held(PageLock* lock) {
+  if (lock->announced == nullptr) return;
+  lock->announced->store(0, std::memory_order_release);
+  lock->announced = nullptr;
+}
+
 Status Ops::lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, RetryBound& bound, PageLock* lock) {
   const node_t node = static_cast<node_t>(page.node);
   lock->page = page;
   lock->word = tree_.lock_tables_[node] + 8 * static_cast<uint64_t>(LockIndex(page));
   lock->local = nullptr;
+  lock->announced = nullptr;
   lock->held = false;
   if (options_.hocl) {
     LocalLock* local = &tree_.local_locks_->at(node, LockIndex(page));
@@ -144,7 +163,8 @@ Status Ops::lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, Re
   TaskBuffers* tb = nullptr;
   Status s = task_buffers(&tb);
   if (!s.ok()) return s;
-  auto give_up_local = [&] {
+  auto give_up = [&] {
+    forget_held(lock);
     if (lock->local != nullptr) PassTurn(*tree_.local_locks_, lock->local);
     lock->local = nullptr;
   };
@@ -156,14 +176,19 @@ Status Ops::lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, Re
   owner.lease = tc_.next_lock_lease;
   tc_.next_lock_lease += kLeaseStride;
   const uint64_t mine = EncodeLockWord(owner);
+  // Announced before the CAS can land: from then on another task of this
+  // client that finds `mine` in the word knows it is held.
+  lock->announced = &tree_.local_locks_->held[owner.thread * kMaxTasksPerThread + owner.task];
+  lock->announced->store(mine, std::memory_order_release);
   LeaseWatch watch(in_, node, tb->words + 8, options_.lease);
   uint64_t expected = kLockFree;
+  bool fence = false;  // the CAS from `expected` takes a word over by lease
   for (;;) {
     s = in_.compare_and_swap(tb->words, lock->word, expected, mine, Option::kNone);
     if (s.ok()) s = in_.read(buf, page, kPageSize, Option::kNone);
     if (s.ok()) s = sync();
     if (!s.ok()) {
-      give_up_local();
+      give_up();
       return s;
     }
     const uint64_t old = tb->words[0];
@@ -173,10 +198,27 @@ Status Ops::lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, Re
     }
     ++tc_.stats.lock_retries;
     bool dead = false;
-    s = watch.observe(old, &dead);
-    if (!s.ok()) {
-      give_up_local();
-      return s;
+    const LockOwner holder = DecodeLockWord(old);
+    if (IsHeldLockWord(old) && holder.session.slot == owner.session.slot &&
+        holder.session.incarnation == owner.session.incarnation) {
+      // A word of this client's own session. Its holder cannot be fenced
+      // (FenceSession ends the whole session, this client's too), and
+      // needs no lease to be judged: this client knows whether one of its
+      // tasks holds the word. One that does is live, however long it takes
+      // (a thread the OS does not run, a task that does not yield); one that
+      // nobody holds was left by a release that failed, and its task
+      // finished every request it posted before it forgot the word.
+      dead = !held_by_this_client(old, node, page);
+      fence = false;
+    } else {
+      s = watch.observe(old, &dead);
+      if (!s.ok()) {
+        give_up();
+        return s;
+      }
+      // A holder whose session ended can write nothing more; one whose
+      // lease ran out may be only stopped, with its write to come.
+      fence = dead && !watch.by_session();
     }
     if (dead) {
       // Take the word over from exactly what the dead holder left.
@@ -186,7 +228,7 @@ Status Ops::lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, Re
     expected = kLockFree;
     bound.why = "a page lock stays held by a live client";
     if (!bound.next()) {
-      give_up_local();
+      give_up();
       return bound.status();
     }
     if (lock->local != nullptr) {
@@ -203,79 +245,132 @@ Status Ops::lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, Re
   lock->held = true;
   lock->renewed_ns = MonotonicNs();
   if (lock->local != nullptr) {
-    lock->local->word = mine;
+    lock->local->word.store(mine, std::memory_order_release);
     lock->local->handovers = 0;
     lock->local->renewed_ns = lock->renewed_ns;
+  }
+  if (expected != kLockFree && fence) {
+    // Taken over by lease: the old holder may be stopped between its lease
+    // check and its write, or with its write posted. Its session ends
+    // before this task writes anything (the framework's one fence), and the
+    // page is read again: the READ that rode with the CAS ran before the
+    // fence, and the old holder may have written after it.
+    FaultPoint("bt.lock.taken_over");
+    watch.fence(expected);
+    if (watch.fenced()) ++tc_.stats.holders_fenced;
+    s = in_.read(buf, page, kPageSize, Option::kNone);
+    if (s.ok()) s = sync();
+    if (!s.ok()) {
+      (void)unlock(lock);
+      return s;
+    }
   }
   FaultPoint("bt.lock.taken");
   return Status::OK();
 }
 
-Status Ops::write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst, size_t length) {
+Status Ops::write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst, size_t length,
+                             const WritePoints& points) {
   if (!lock->held) return Status::Internal("B+tree: releasing a page lock that is not held");
   TaskBuffers* tb = nullptr;
   Status s = task_buffers(&tb);
   if (!s.ok()) return s;
   LocalLock* local = lock->local;
   lock->held = false;
+  auto end_remote = [&] {
+    if (local == nullptr) return;
+    local->word.store(0, std::memory_order_release);
+    local->handovers = 0;
+  };
+  auto finish = [&](Status result) {
+    forget_held(lock);
+    if (local != nullptr) PassTurn(*tree_.local_locks_, local);
+    return result;
+  };
   // A holder that took longer than a quarter of the lease renews before it
   // writes: a stopped holder whose lease ran out learns it here and writes
-  // nothing (the word was taken over).
+  // nothing (the word was taken over). One stopped after this check is
+  // fenced by its taker before the taker writes.
   if (length > 0 && MonotonicNs() - lock->renewed_ns > options_.lease.lease_ns / 4) {
     const uint64_t next = NextLease(lock->value);
+    // Announced before the CAS can land (held_by_this_client).
+    if (local != nullptr) {
+      local->word.store(next, std::memory_order_release);
+    } else {
+      lock->announced->store(next, std::memory_order_release);  // taken by this task's CAS: no hand-overs
+    }
     s = in_.compare_and_swap(tb->words, lock->word, lock->value, next, Option::kNone);
     if (s.ok()) s = sync();
     if (s.ok() && tb->words[0] != lock->value) {
       s = Status::LockLost("B+tree: the lock of page " + lock->page.to_string() + " was taken over (now " +
-                           DescribeLockWord(tb->words[0]) + "); this client was slower than the lease");
+                           DescribeLockWord(tb->words[0]) + "); this client was slower than the lease and wrote nothing");
     }
     if (!s.ok()) {
-      if (local != nullptr) {
-        local->word = 0;
-        local->handovers = 0;
-        PassTurn(*tree_.local_locks_, local);
-      }
-      return s;
+      // Nothing was written: the operation did not take effect.
+      end_remote();
+      return finish(s);
     }
     lock->value = next;
     lock->renewed_ns = MonotonicNs();
-    if (local != nullptr) {
-      local->word = next;
-      local->renewed_ns = lock->renewed_ns;
-    }
+    if (local != nullptr) local->renewed_ns = lock->renewed_ns;
   }
-  if (local != nullptr) {
-    if (local->handovers < kMaxHandovers && HasWaiters(local)) {
-      if (length > 0) {
-        s = in_.write(src, dst, length, Option::kNone);
-        if (s.ok()) s = sync();
-      }
-      ++local->handovers;
-      if (!s.ok()) {
-        // The write failed: release the word remotely rather than hand it
-        // over (best effort; the connection to the blade may be gone).
-        (void)in_.compare_and_swap(tb->words, lock->word, lock->value, kLockFree, Option::kSync);
-        local->word = 0;
-        local->handovers = 0;
-      }
-      PassTurn(*tree_.local_locks_, local);
-      return s;
+  if (length > 0) FaultPoint(points.checked);
+  auto unknown = [&](const Status& failed) {
+    ++tc_.stats.writes_unknown;
+    return Status::OutcomeUnknown("B+tree: the write of " + std::to_string(length) + " bytes to page " +
+                                  lock->page.to_string() + " may or may not have landed: " + failed.ToString());
+  };
+  if (local != nullptr && local->handovers < kMaxHandovers && HasWaiters(local)) {
+    if (length > 0) {
+      s = in_.write(src, dst, length, Option::kPost);
+      FaultPoint(points.posted);
+      if (s.ok()) s = sync();
     }
+    ++local->handovers;
+    if (!s.ok()) {
+      if (length > 0) s = unknown(s);
+      // The write failed: release the word remotely rather than hand it
+      // over (best effort; the connection to the blade may be gone).
+      (void)in_.compare_and_swap(tb->words, lock->word, lock->value, kLockFree, Option::kSync);
+      end_remote();
+    }
+    return finish(s);
   }
-  if (length > 0) s = in_.write(src, dst, length, Option::kNone);
-  if (s.ok() && length > 0 && !options_.combine_commands) s = sync();
-  if (s.ok()) s = in_.compare_and_swap(tb->words, lock->word, lock->value, kLockFree, Option::kNone);
+  bool written = false;  // the write's completion was seen, successful
+  if (length > 0 && !options_.combine_commands) {
+    s = in_.write(src, dst, length, Option::kPost);
+    FaultPoint(points.posted);
+    if (s.ok()) s = sync();
+    if (!s.ok()) {
+      end_remote();
+      return finish(unknown(s));
+    }
+    written = true;
+  } else if (length > 0) {
+    s = in_.write(src, dst, length, Option::kNone);
+  }
+  if (s.ok()) s = in_.compare_and_swap(tb->words, lock->word, lock->value, kLockFree, Option::kPost);
+  if (length > 0 && !written) FaultPoint(points.posted);
   if (s.ok()) s = sync();
+  end_remote();
+  if (length > 0 && !written) {
+    // The write and the release went in one doorbell: a failure may be
+    // either's, and sync() reports only the first.
+    if (!s.ok()) return finish(unknown(s));
+    written = true;
+  }
+  if (written) {
+    // The write completed while this task held the lock: a taker fences
+    // before it reads and writes the page, so the write is in what it
+    // reads. A release that then fails or finds the word taken over leaves
+    // the word to its lease, and the operation took effect.
+    return finish(Status::OK());
+  }
   if (s.ok() && tb->words[0] != lock->value) {
     s = Status::LockLost("B+tree: the lock of page " + lock->page.to_string() + " was taken over before its release (now " +
                          DescribeLockWord(tb->words[0]) + ")");
   }
-  if (local != nullptr) {
-    local->word = 0;
-    local->handovers = 0;
-    PassTurn(*tree_.local_locks_, local);
-  }
-  return s;
+  return finish(s);
 }
 
 }  // namespace smart::btree

@@ -25,6 +25,24 @@ void Ops::retire_block(const LeafEntry& e) {
   tc_.blocks->retire(Block{GlobalAddress(e.value), e.block_units(), e.block_tag()});
 }
 
+void Ops::settle_blocks(const Status& s, Block* fresh, bool* have_fresh, const LeafEntry& old) {
+  if (s.ok()) {
+    // The leaf names the new block and no longer the old one.
+    *have_fresh = false;
+    retire_block(old);
+  } else if (s.code() == Status::Code::kOutcomeUnknown) {
+    // The leaf may name either block, now or once a write still in flight
+    // lands: neither may ever be reused, so both are leaked.
+    if (*have_fresh) ++tc_.stats.blocks_leaked;
+    if (old.valid() && old.in_block()) ++tc_.stats.blocks_leaked;
+    *have_fresh = false;
+  } else if (*have_fresh) {
+    // Nothing was written: no page names the new block.
+    tc_.blocks->release(*fresh);
+    *have_fresh = false;
+  }
+}
+
 Status Ops::check_locked_leaf(uint64_t key, TaskBuffers& tb, PageLock* lock, Path* path, GlobalAddress* leaf,
                               bool* from_cache, uint64_t cached, RetryBound& bound, bool* again, MissingLink* link) {
   *again = true;
@@ -85,6 +103,9 @@ Status Ops::write(uint64_t key, WriteMode mode, std::string_view value,
   s = find_leaf(key, tb->page, &path, &leaf, &read, &from_cache, &cached);
   if (!s.ok()) return s;
 
+  // The new value's block. It is released (reused at once) only while no
+  // page can name it: before the write that would, or when that write
+  // certainly did not land (settle_blocks).
   Block block;
   bool have_block = false;
   auto drop_block = [&] {
@@ -125,8 +146,10 @@ Status Ops::write(uint64_t key, WriteMode mode, std::string_view value,
     if (e < 0 && mode != WriteMode::kUpsert) {
       drop_block();
       speculative_erase(key);
-      s = unlock(&lock);
-      return s.ok() ? NotFoundStatus() : s;
+      // The leaf was read whole while this task held its lock: the key was
+      // absent then, whatever the release finds (it writes nothing).
+      (void)unlock(&lock);
+      return NotFoundStatus();
     }
     const LeafEntry old = e >= 0 ? ReadLeafEntry(tb->page, e) : LeafEntry{};
     LeafEntry entry;
@@ -157,9 +180,10 @@ Status Ops::write(uint64_t key, WriteMode mode, std::string_view value,
     }
     const int slot = e >= 0 ? e : FreeLeafEntry(tb->page);
     if (slot < 0) {
-      have_block = false;  // published by the split
       speculative_erase(key);
       s = split_leaf(&lock, *tb, entry, &path, guard);
+      // A split is for a key not yet in the leaf: there is no old entry.
+      settle_blocks(s, &block, &have_block, LeafEntry{});
       if (s.ok()) repair_links(link, &path, guard);
       return s;
     }
@@ -167,12 +191,12 @@ Status Ops::write(uint64_t key, WriteMode mode, std::string_view value,
     const int line = EntryLine(slot);
     SealLine(tb->page, line, LineVersion(tb->page));
     const uint64_t at = kLineSize * static_cast<uint64_t>(line);
-    s = write_and_unlock(&lock, tb->page + at, leaf + at, kLineSize);
+    s = write_and_unlock(&lock, tb->page + at, leaf + at, kLineSize, kLeafWrite);
+    settle_blocks(s, &block, &have_block, old);
     if (!s.ok()) {
-      if (s.code() != Status::Code::kLockLost) drop_block();
+      speculative_erase(key);
       return s;
     }
-    retire_block(old);
     if (options_.speculative_lookup) speculative_put(key, leaf, slot);
     repair_links(link, &path, guard);
     return Status::OK();
@@ -218,17 +242,20 @@ Status Ops::remove(uint64_t key) {
     FaultPoint("bt.leaf.locked");
     const int e = FindLeafKey(tb->page, key);
     if (e < 0) {
-      s = unlock(&lock);
-      return s.ok() ? NotFoundStatus() : s;
+      // Absent in the leaf read under the lock, whatever the release finds.
+      (void)unlock(&lock);
+      return NotFoundStatus();
     }
     const LeafEntry old = ReadLeafEntry(tb->page, e);
     WriteLeafEntry(tb->page, e, LeafEntry{});
     const int line = EntryLine(e);
     SealLine(tb->page, line, LineVersion(tb->page));
     const uint64_t at = kLineSize * static_cast<uint64_t>(line);
-    s = write_and_unlock(&lock, tb->page + at, leaf + at, kLineSize);
+    s = write_and_unlock(&lock, tb->page + at, leaf + at, kLineSize, kLeafWrite);
+    Block none;
+    bool no_block = false;
+    settle_blocks(s, &none, &no_block, old);
     if (!s.ok()) return s;
-    retire_block(old);
     repair_links(link, &path, guard);
     return Status::OK();
   }

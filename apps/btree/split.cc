@@ -17,6 +17,12 @@
 // client that needs a level above a root that split but has no new root
 // (its splitter died) installs that root itself.
 //
+// Outcomes: a leaf split is the insert of its new entry, which becomes
+// visible with the write of P; from then on the insert took effect, and
+// what the parent insert meets (a lock lost, a blade gone) is left to the
+// clients that pass by. Internal inserts and new roots only shorten the
+// way to pages already linked, so their errors are nobody's outcome.
+//
 // Unfinished splits: a writer that had to move right from leaf P to its
 // sibling makes sure the parent holds (P.max -> sibling) once its own write
 // is done (repair_links, operations.cc; likewise for an internal page a
@@ -56,11 +62,18 @@ Status Ops::split_leaf(PageLock* lock, TaskBuffers& tb, const LeafEntry& entry, 
     return s;
   }
   FaultPoint("bt.split.leaf.sibling_written");
-  s = write_and_unlock(lock, tb.page, page, kPageSize);
+  // Until P's write lands, N (and the new entry, in P or N) is unreachable:
+  // a plain error here means the insert did not take effect.
+  s = write_and_unlock(lock, tb.page, page, kPageSize, kLeafSplitWrite);
   if (!s.ok()) return s;
   ++tc_.stats.leaf_splits;
   FaultPoint("bt.split.leaf.linked");
-  return insert_parent(1, split_key, right, page, path, guard);
+  // The entry is visible now, through P or P's sibling link: the insert took
+  // effect. The separator in the parent only saves readers a hop; one that
+  // is missing is added by the next writer that moves right from P.
+  Status parent = insert_parent(1, split_key, right, page, path, guard);
+  (void)parent;
+  return Status::OK();
 }
 
 Status Ops::insert_parent(int level, uint64_t key, GlobalAddress child, GlobalAddress left, Path* path,
@@ -172,7 +185,7 @@ Status Ops::internal_insert(GlobalAddress page, int level, uint64_t key, GlobalA
     }
     if (InsertInternal(tb->page, key, child)) {
       SealPage(tb->page, TaggedVersion(h.version + 1, false));
-      return write_and_unlock(&lock, tb->page, page, kPageSize);
+      return write_and_unlock(&lock, tb->page, page, kPageSize, kInternalWrite);
     }
     GlobalAddress right;
     s = alloc_page(&right);
@@ -190,7 +203,7 @@ Status Ops::internal_insert(GlobalAddress page, int level, uint64_t key, GlobalA
       return s;
     }
     FaultPoint("bt.split.internal.sibling_written");
-    s = write_and_unlock(&lock, tb->page, page, kPageSize);
+    s = write_and_unlock(&lock, tb->page, page, kPageSize, kInternalWrite);
     if (!s.ok()) return s;
     ++tc_.stats.internal_splits;
     FaultPoint("bt.split.internal.linked");

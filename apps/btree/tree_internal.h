@@ -56,14 +56,16 @@ constexpr size_t kRootWordOffset = 24;
 // its turn, and with it the remote word, to the first waiter. Waiters park;
 // a waiter of another thread is woken through that thread's mailbox, which
 // its scheduler drains (LockWaker). The fields after `guard` belong to the
-// task whose turn it is, except the queue, which `guard` protects.
+// task whose turn it is, except the queue, which `guard` protects, and
+// `word`, which other tasks of the client read to tell a word of their own
+// session that a hand-over chain holds from one a failed release left.
 struct LocalLock {
   std::atomic<bool> guard{false};
   bool held = false;        // some task has the turn
   uint8_t handovers = 0;    // hand-overs in a row without a remote release
   int32_t head = -1;        // waiting tasks (thread * kMaxTasksPerThread + task)
   int32_t tail = -1;
-  uint64_t word = 0;        // the remote word while held remotely, else 0
+  std::atomic<uint64_t> word{0};  // the remote word while held remotely, else 0
   uint64_t renewed_ns = 0;  // when the remote word was taken or renewed
 };
 
@@ -72,21 +74,39 @@ struct alignas(64) LockMailbox {
   std::atomic<uint64_t> bits[kMaxTasksPerThread / 64];
 };
 
+// The page-lock state a client keeps in its own memory: the HOCL local
+// locks and, per task, the remote word it holds. One per client (initiator)
+// and tree, shared by every BTree object of that client on that tree
+// (OpenLocalLocks, btree.cc): a take-over by lease fences the old holder's
+// session, and a holder of the taker's own session cannot be fenced, so the
+// tasks of one session must learn from each other, here, whether one of them
+// still holds a word (lock_table.cc).
 struct BTree::LocalLocks {
   explicit LocalLocks(int nodes)
-      : locks(new LocalLock[static_cast<size_t>(nodes) * kLockCount]),
+      : nodes(nodes),
+        locks(new LocalLock[static_cast<size_t>(nodes) * kLockCount]),
         next(new int32_t[kMaxThreads * kMaxTasksPerThread]),
         granted(new std::atomic<bool>[kMaxThreads * kMaxTasksPerThread]),
+        held(new std::atomic<uint64_t>[kMaxThreads * kMaxTasksPerThread]),
         mailboxes(new LockMailbox[kMaxThreads]) {
-    for (int i = 0; i < kMaxThreads * kMaxTasksPerThread; ++i) granted[i].store(false, std::memory_order_relaxed);
+    for (int i = 0; i < kMaxThreads * kMaxTasksPerThread; ++i) {
+      granted[i].store(false, std::memory_order_relaxed);
+      held[i].store(0, std::memory_order_relaxed);
+    }
     for (int i = 0; i < kMaxThreads; ++i) {
       for (auto& b : mailboxes[i].bits) b.store(0, std::memory_order_relaxed);
     }
   }
   LocalLock& at(node_t node, uint32_t index) { return locks[static_cast<size_t>(node) * kLockCount + index]; }
+  const int nodes;                                // memory nodes the tree spans
   std::unique_ptr<LocalLock[]> locks;
   std::unique_ptr<int32_t[]> next;                // queue links, per waiter
   std::unique_ptr<std::atomic<bool>[]> granted;  // per waiter: its turn came
+  // Per task (thread * kMaxTasksPerThread + task): the lock word it put in
+  // a remote lock (or is about to put there by CAS, or to renew it to),
+  // else 0. Words name their task and carry a lease counter that no other
+  // acquisition repeats, so a word equal to its task's entry is held.
+  std::unique_ptr<std::atomic<uint64_t>[]> held;
   std::unique_ptr<LockMailbox[]> mailboxes;       // per thread
 };
 
@@ -200,8 +220,24 @@ struct PageLock {
   LocalLock* local = nullptr;  // HOCL entry, or nullptr
   uint64_t value = 0;          // the held remote word
   uint64_t renewed_ns = 0;     // when the word was taken or last renewed
+  // This task's entry in LocalLocks::held while it announces the word (it
+  // took the word by CAS, not by a hand-over), else nullptr.
+  std::atomic<uint64_t>* announced = nullptr;
   bool held = false;
 };
+
+// The fault points of one kind of page write (SMART_FAULTS, and hooks in
+// the unit tests), at the two windows a take-over by lease can fall into:
+// `checked` after the holder's lease check (renewed if due) and before the
+// write is posted; `posted` after it was posted (with the release CAS) and
+// before its completion was seen.
+struct WritePoints {
+  const char* checked;
+  const char* posted;
+};
+inline constexpr WritePoints kLeafWrite{"bt.leaf.write_checked", "bt.leaf.write_posted"};
+inline constexpr WritePoints kLeafSplitWrite{"bt.split.leaf.write_checked", "bt.split.leaf.write_posted"};
+inline constexpr WritePoints kInternalWrite{"bt.internal.write_checked", "bt.internal.write_posted"};
 
 class Ops;
 
@@ -280,12 +316,20 @@ class Ops {
   Status lock_and_read(GlobalAddress page, char* buf, BackoffGuard& guard, RetryBound& bound, PageLock* lock);
   // Writes `length` bytes of `src` to `dst` (if length > 0) and releases the
   // lock, in one doorbell (or hands it to a local waiter after the write).
-  Status write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst, size_t length);
-  Status unlock(PageLock* lock) { return write_and_unlock(lock, nullptr, GlobalAddress(), 0); }
+  // The outcome is the write's: OK when it completed (it landed while this
+  // task held the lock, even if the release then finds the lock taken
+  // over); kOutcomeUnknown when its completion failed (it may have landed);
+  // a plain error (kLockLost, or the renewal's own) when the lease check
+  // found the lock lost and nothing was written.
+  Status write_and_unlock(PageLock* lock, const void* src, GlobalAddress dst, size_t length, const WritePoints& points);
+  // Releases the lock without writing; kLockLost when it was taken over.
+  Status unlock(PageLock* lock) { return write_and_unlock(lock, nullptr, GlobalAddress(), 0, kLeafWrite); }
 
   // ---- split.cc ----
   // Splits the locked, full leaf `page` (image in tb.page) to make room for
-  // `entry`; unlocks it and inserts the separator into the parent.
+  // `entry`; unlocks it and inserts the separator into the parent. The
+  // outcome is that of the write of the split page, which makes `entry`
+  // visible: OK once it landed, whatever the parent insert then meets.
   Status split_leaf(PageLock* lock, TaskBuffers& tb, const LeafEntry& entry, Path* path, BackoffGuard& guard);
   // Inserts (key -> child) into the page at `level` covering `key`, the
   // parent of `left` (which just split).
@@ -309,6 +353,17 @@ class Ops {
   // to try next (*again).
   Status check_locked_leaf(uint64_t key, TaskBuffers& tb, PageLock* lock, Path* path, GlobalAddress* leaf,
                            bool* from_cache, uint64_t cached, RetryBound& bound, bool* again, MissingLink* link);
+  // The remote word `word`, seen in the lock of `page` on `node`, belongs to
+  // this client's own session: true when one of its tasks holds it (a
+  // HOCL hand-over chain, or a task that took it by CAS), false when a
+  // release that failed left it behind.
+  bool held_by_this_client(uint64_t word, node_t node, GlobalAddress page) const;
+  // The end of a lock's life for the calling task: it no longer announces
+  // the word (lock_table.cc).
+  void forget_held(PageLock* lock);
+  // What the caller does with a new value's block, and the old entry's,
+  // once the write that would name it ended with `s` (operations.cc).
+  void settle_blocks(const Status& s, Block* fresh, bool* have_fresh, const LeafEntry& old);
   // After a write whose way moved right past `link`, or past the first
   // internal page of path->internal_link: makes sure the level above holds
   // the separator (a splitter may have died before adding it).

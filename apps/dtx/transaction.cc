@@ -188,17 +188,17 @@ void Transaction::forget_watches() {
     it = (!w.dead && w.lease->since_observed_ns() > stale_ns) ? drop(it) : std::next(it);
   }
   if (!free_scratch_.empty() && watches_.size() < 4 * kMaxWatches) return;
-  std::vector<uint64_t> ages;
-  for (auto& [k, w] : watches_) {
-    if (!w->dead) ages.push_back(w->lease->unchanged_ns());
+  // One look at the clock for all of them: the younger half (at least one)
+  // goes, whatever time passes meanwhile.
+  std::vector<std::pair<uint64_t, decltype(watches_)::iterator>> live;
+  for (auto it = watches_.begin(); it != watches_.end(); ++it) {
+    if (!it->second->dead) live.emplace_back(it->second->lease->unchanged_ns(), it);
   }
-  if (!ages.empty()) {
-    std::nth_element(ages.begin(), ages.begin() + ages.size() / 2, ages.end());
-    const uint64_t median = ages[ages.size() / 2];
-    for (auto it = watches_.begin(); it != watches_.end();) {
-      const Watch& w = *it->second;
-      it = (!w.dead && w.lease->unchanged_ns() <= median) ? drop(it) : std::next(it);
-    }
+  if (!live.empty()) {
+    const size_t younger = (live.size() + 1) / 2;
+    std::nth_element(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(younger) - 1, live.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < younger; ++i) drop(live[i].second);
   }
   if (!free_scratch_.empty() && watches_.size() < 4 * kMaxWatches) return;
   for (auto it = watches_.begin(); it != watches_.end();) it = it->second->dead ? drop(it) : std::next(it);
@@ -216,6 +216,10 @@ Status Transaction::suspect(GlobalAddress slot, uint64_t lock, bool* recovered) 
   auto found = watches_.find(key);
   if (found == watches_.end()) {
     if (free_scratch_.empty() || watches_.size() >= 4 * kMaxWatches) forget_watches();
+    if (free_scratch_.empty()) {
+      return Status::Internal("dtx: no room to watch the holder of a lock (" + std::to_string(watches_.size()) +
+                              " watches kept)");
+    }
     auto w = std::make_unique<Watch>();
     w->scratch = free_scratch_.back();
     free_scratch_.pop_back();

@@ -58,10 +58,9 @@ Status Transaction::write_undo() {
         " has another transaction in its undo-log slot that is not over (a second Transaction of the task: use "
         "one per task)"));
   }
-  for (node_t b : blades) record.sessions.push_back(UndoSession{b, sessions_[b]});
-  if (UndoBytes(record) > kLogSlotBytes) {
+  if (UndoBytes(record.items) > kLogSlotBytes) {
     return abort_with(Status::InvalidArgument("dtx: the undo record of " + std::to_string(record.items.size()) +
-                                              " items needs " + std::to_string(UndoBytes(record)) +
+                                              " items needs " + std::to_string(UndoBytes(record.items)) +
                                               " bytes; a log slot holds " + std::to_string(kLogSlotBytes)));
   }
   slot.user = this;

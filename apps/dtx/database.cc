@@ -247,6 +247,10 @@ void Database::attach_logs() {
   const uint64_t bytes = LogSlotOffset(options_.tasks + 1, rows, 0);
   char* buffer = static_cast<char*>(initiator_.alloc_cache(kBufferBytes));
   if (buffer == nullptr) throw Error("dtx/" + name + ": the initiator cache is exhausted; raise initiator_cache_size");
+  if (blades_ > kMaxLogAreaBlades) {
+    throw Error("dtx/" + name + ": " + std::to_string(blades_) + " memory blades; a database spans at most " +
+                std::to_string(kMaxLogAreaBlades));
+  }
   for (int b = 0; b < blades_; ++b) {
     const node_t blade = static_cast<node_t>(b);
     GlobalAddress area;
@@ -256,8 +260,12 @@ void Database::attach_logs() {
     // Every area names the claim of the area on blade 0 (allocated first):
     // one claim for this client's recoverers, whichever blade they start on.
     const GlobalAddress claim = GlobalAddress(0, b == 0 ? area.offset : log_area_[0]) + kLogAreaClaimOffset;
-    uint64_t header[5] = {kLogAreaMagic, static_cast<uint64_t>(rows), static_cast<uint64_t>(options_.tasks + 1), 0,
-                          claim.raw};
+    uint64_t header[kLogAreaHeaderBytes / 8] = {kLogAreaMagic, static_cast<uint64_t>(rows),
+                                                static_cast<uint64_t>(options_.tasks + 1), 0, claim.raw};
+    // This client's session on every blade, for recoverers to fence it by.
+    for (int other = 0; other < blades_; ++other) {
+      header[kLogAreaSessionsOffset / 8 + other] = SessionMapWord(initiator_.session(static_cast<node_t>(other)));
+    }
     memcpy(buffer, header, sizeof(header));
     s = initiator_.write(buffer, area, sizeof(header), Option::kSync);
     if (!s.ok()) Fail(name, "writing the undo log's header", blade, s);

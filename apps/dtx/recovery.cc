@@ -51,6 +51,39 @@ Status Release(Initiator& in, uint64_t* word, GlobalAddress slot, uint64_t expec
   return s;
 }
 
+// Fences, on every blade of the database, the client whose log area header
+// (with its session map) is `header`; `who` names it in errors.
+Status FenceFromMap(Database& db, Buffers& b, const uint64_t* header, const std::string& who) {
+  for (int blade = 0; blade < db.blades(); ++blade) {
+    SessionId session;
+    if (!DecodeSessionMapWord(header[kLogAreaSessionsOffset / 8 + blade], &session)) continue;
+    bool ended = false;
+    Status s = FenceSession(db.initiator(), static_cast<node_t>(blade), session, b.fence, db.options().lease, &ended);
+    if (!s.ok()) {
+      return Status(s.code(), "dtx: cannot fence " + who + " on blade " + std::to_string(blade) + ": " + s.message());
+    }
+  }
+  return Status::OK();
+}
+
+// Fences the client that holds session `session` on blade `on` everywhere:
+// its log area there (found through the blade's log directory) holds its
+// session map. A session whose area is gone or of another incarnation is
+// of a client that is gone.
+Status FenceClient(Database& db, Buffers& b, node_t on, SessionId session, const std::string& who) {
+  Initiator& in = db.initiator();
+  Status s = in.read(b.word, db.log_directory(on) + 8 * uint64_t{session.slot}, sizeof(uint64_t), Option::kSync);
+  if (!s.ok()) return s;
+  const uint64_t entry = b.word[0];
+  if (entry == 0 || LogDirectoryIncarnation(entry) != session.incarnation) return Status::OK();
+  s = in.read(b.log, GlobalAddress(on, LogDirectoryOffset(entry)), kLogAreaHeaderBytes, Option::kSync);
+  if (!s.ok()) return s;
+  uint64_t header[kLogAreaHeaderBytes / 8];
+  memcpy(header, b.log, sizeof(header));
+  if (header[0] != kLogAreaMagic) return Status::OK();
+  return FenceFromMap(db, b, header, who);
+}
+
 }  // namespace
 
 Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, RecoveryReport* report) {
@@ -98,7 +131,8 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
   // that dies holding the claim is taken over after its lease (or at once,
   // its session ended), and the next one redoes the work.
   RemoteLock claim(in, claim_at, b.claim, db.options().lease);
-  s = claim.acquire();
+  LockAcquireInfo taken;
+  s = claim.acquire(&taken);
   if (!s.ok()) return s;
   struct Unclaim {
     RemoteLock& lock;
@@ -106,6 +140,15 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
       if (lock.held()) (void)lock.release();
     }
   } unclaim{claim};
+  // A claim taken over from a recoverer that stood still for its lease: it
+  // may be only stopped, with roll-back writes posted to any replica's
+  // blade. The claim's own take-over fenced it where the claim lives; it is
+  // fenced on every other blade too before this recovery writes anything.
+  if (taken.took_over && !taken.by_session && IsHeldLockWord(taken.previous)) {
+    s = FenceClient(db, b, claim_at.node, DecodeLockWord(taken.previous).session, "the recoverer " +
+                    DescribeLockWord(taken.previous) + " whose claim on " + DescribeLockWord(owner) + " was taken over");
+    if (!s.ok()) return s;
+  }
   // Before each write or release: a recoverer that stood still for a lease
   // may have lost the claim to another, which redoes the work and may be
   // acting on the locks this one would change; it must stop.
@@ -117,24 +160,14 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
     return c;
   };
 
-  // The owner may only be paused, with writes of its commit posted or about
-  // to be: it is fenced (FenceSession, the framework's one fence) on every
-  // blade it may write before anything it left is read to decide. First
-  // where its lock was found (which keeps it from changing its undo record
-  // there), then on every blade its undo record went to: the record names
-  // its session on each (a live owner's session on another blade is not
-  // ended by losing this one). A session that ended already is not fenced
-  // again, and a recovery of this client's own transaction fences nothing.
-  auto fence = [&](node_t on, SessionId session) -> Status {
-    bool ended = false;
-    Status f = FenceSession(in, on, session, b.fence, db.options().lease, &ended);
-    if (!f.ok()) {
-      return Status(f.code(), "dtx: cannot fence " + DescribeLockWord(owner) + " on blade " + std::to_string(on) +
-                                  " before recovering its transaction: " + f.message());
-    }
-    return Status::OK();
-  };
-  s = fence(blade, o.session);
+  // The owner may be only paused, with writes of its commit posted or
+  // about to be: it is fenced (FenceSession, the framework's one fence) on
+  // every blade before anything it left is read to decide, by the session
+  // map of its log area (its lock words name its session on one blade; a
+  // live owner's session on another is not ended by losing this one). A
+  // session that ended already is not fenced again, and a recovery of this
+  // client's own transaction fences nothing.
+  s = FenceFromMap(db, b, header, "the owner " + DescribeLockWord(owner));
   if (!s.ok()) return s;
 
   // The owner's undo record.
@@ -145,17 +178,6 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
                 Option::kSync);
     if (!s.ok()) return s;
     have_undo = DecodeUndo(b.log, kLogSlotBytes, SlotBytesOf, &db, &undo).empty();
-  }
-  if (have_undo) {
-    for (const UndoSession& other : undo.sessions) {
-      if (other.blade == blade) continue;
-      if (static_cast<int>(other.blade) >= db.blades()) {
-        return Status::Internal("dtx: an undo record of " + DescribeLockWord(owner) + " names blade " +
-                                std::to_string(other.blade) + " of " + std::to_string(db.blades()));
-      }
-      s = fence(static_cast<node_t>(other.blade), other.session);
-      if (!s.ok()) return s;
-    }
   }
   if (have_undo) {
     have_undo = false;
@@ -222,9 +244,11 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
       Record before;
       DecodeSlot(h.item->before.data(), t.spec.value_bytes, &before);
       for (size_t r = 0; r < t.replicas.size(); ++r) {
-        if (r > 0 || &h != &held.front()) FaultPoint("dtx.recovery.rolling_back");
         s = still_claimed();
         if (!s.ok()) return s;
+        // Between the claim's check and the write: the window the fence of
+        // a recoverer whose claim was taken over closes.
+        if (r > 0 || &h != &held.front()) FaultPoint("dtx.recovery.rolling_back");
         EncodeSlot(b.slot, t.spec.value_bytes, r == 0 ? h.lock : 0, before.version + 2, before.key, before.table,
                    before.valid, before.value);
         s = in.write(b.slot, SlotAddress(t, r, h.item->at), t.slot_bytes(), Option::kSync);

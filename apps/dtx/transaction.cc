@@ -50,11 +50,8 @@ Transaction::Transaction(Database& db) : db_(db) {
   tx_id_ = tx_id_base_;
   lease_ = static_cast<uint32_t>(MonotonicNs());
   owner_words_.assign(static_cast<size_t>(db_.blades()), 0);
-  sessions_.assign(static_cast<size_t>(db_.blades()), SessionId{});
   for (int b = 0; b < db_.blades(); ++b) {
-    const LockOwner owner = RemoteLock::Owner(in, static_cast<node_t>(b));
-    owner_words_[static_cast<size_t>(b)] = EncodeLockWord(owner);
-    sessions_[static_cast<size_t>(b)] = owner.session;
+    owner_words_[static_cast<size_t>(b)] = EncodeLockWord(RemoteLock::Owner(in, static_cast<node_t>(b)));
   }
 }
 

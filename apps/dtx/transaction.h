@@ -151,7 +151,6 @@ class Transaction {
   std::vector<Item*> pool_;
   std::vector<TxAccess> accesses_;
   std::vector<uint64_t> owner_words_;  // per blade: our owner word with lease 0
-  std::vector<SessionId> sessions_;     // per blade: this client's session there
   uint64_t tx_id_base_ = 0;             // id() without the thread's count
   char* log_buffer_;        // kLogSlotBytes, registered
   uint64_t tx_id_ = 0;

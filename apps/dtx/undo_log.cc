@@ -24,27 +24,20 @@ void Store(char* p, T v) {
 
 }  // namespace
 
-size_t UndoBytes(const UndoRecord& r) {
-  size_t n = kUndoHeaderBytes + r.sessions.size() * kUndoSessionBytes;
-  for (const UndoItem& i : r.items) n += kUndoItemHeaderBytes + i.before.size();
+size_t UndoBytes(const std::vector<UndoItem>& items) {
+  size_t n = kUndoHeaderBytes;
+  for (const UndoItem& i : items) n += kUndoItemHeaderBytes + i.before.size();
   return n;
 }
 
 size_t EncodeUndo(const UndoRecord& r, char* out) {
-  const size_t length = UndoBytes(r);
+  const size_t length = UndoBytes(r.items);
   Store<uint32_t>(out, kUndoMagic);
   Store<uint16_t>(out + 4, static_cast<uint16_t>(r.items.size()));
-  Store<uint16_t>(out + 6, static_cast<uint16_t>(r.sessions.size()));
+  Store<uint16_t>(out + 6, 0);
   Store<uint64_t>(out + 8, r.tx_id);
   Store<uint32_t>(out + 20, static_cast<uint32_t>(length));
   char* p = out + kUndoHeaderBytes;
-  for (const UndoSession& s : r.sessions) {
-    Store<uint16_t>(p, s.blade);
-    Store<uint16_t>(p + 2, s.session.slot);
-    Store<uint16_t>(p + 4, s.session.incarnation);
-    Store<uint16_t>(p + 6, 0);
-    p += kUndoSessionBytes;
-  }
   for (const UndoItem& i : r.items) {
     Store<uint16_t>(p, i.at.table);
     Store<uint16_t>(p + 2, i.at.slot);
@@ -66,8 +59,9 @@ std::string DecodeUndo(const char* in, size_t length, size_t (*slot_bytes_of)(co
   if (magic == 0) return "empty";
   if (magic != kUndoMagic) return "no undo-record magic";
   const uint16_t count = Load<uint16_t>(in + 4);
-  const uint16_t sessions = Load<uint16_t>(in + 6);
-  if (sessions > kMaxUndoSessions) return "a record naming " + std::to_string(sessions) + " blades";
+  // Reserved fields are written as 0: anything else is not a record this
+  // code wrote (and would not encode back to the same bytes).
+  if (Load<uint16_t>(in + 6) != 0) return "a non-zero reserved field in the header";
   const uint32_t total = Load<uint32_t>(in + 20);
   if (total < kUndoHeaderBytes || total > length) {
     return "a record length of " + std::to_string(total) + " in a slot of " + std::to_string(length);
@@ -81,28 +75,8 @@ std::string DecodeUndo(const char* in, size_t length, size_t (*slot_bytes_of)(co
     if (Load<uint32_t>(in + 16) != Crc32c(copy, total)) return "a CRC mismatch (a torn or partial record)";
   }
   out->tx_id = Load<uint64_t>(in + 8);
-  out->sessions.clear();
   out->items.clear();
   size_t at = kUndoHeaderBytes;
-  for (uint16_t i = 0; i < sessions; ++i) {
-    if (total - at < kUndoSessionBytes) return "session " + std::to_string(i) + " runs past the record";
-    UndoSession s;
-    s.blade = Load<uint16_t>(in + at);
-    s.session.slot = Load<uint16_t>(in + at + 2);
-    s.session.incarnation = Load<uint16_t>(in + at + 4);
-    // Reserved fields are written as 0: anything else is not a record this
-    // code wrote (and would not encode back to the same bytes).
-    if (Load<uint16_t>(in + at + 6) != 0) return "session " + std::to_string(i) + " has a non-zero reserved field";
-    if (s.session.slot == 0 || s.session.slot >= kMaxSessions || s.session.incarnation > kSessionIncarnationMask) {
-      return "session " + std::to_string(i) + " names slot " + std::to_string(s.session.slot) + " incarnation " +
-             std::to_string(s.session.incarnation);
-    }
-    for (const UndoSession& earlier : out->sessions) {
-      if (earlier.blade == s.blade) return "blade " + std::to_string(s.blade) + " named twice";
-    }
-    out->sessions.push_back(s);
-    at += kUndoSessionBytes;
-  }
   for (uint16_t i = 0; i < count; ++i) {
     if (total - at < kUndoItemHeaderBytes) return "item " + std::to_string(i) + " runs past the record";
     UndoItem item;

@@ -201,8 +201,6 @@ void Dtx() {
   Write("dtx", "catalog", bytes);
   UndoRecord r;
   r.tx_id = 77;
-  r.sessions.push_back(UndoSession{0, smart::SessionId{3, 9}});
-  r.sessions.push_back(UndoSession{2, smart::SessionId{1023, 1}});
   r.items.push_back(UndoItem{Locator{1, 2, 9}, std::string(SlotBytes(8), 'a')});
   r.items.push_back(UndoItem{Locator{3, 7, 1000}, std::string(SlotBytes(40), 'b')});
   std::vector<char> log(kLogSlotBytes, 0);

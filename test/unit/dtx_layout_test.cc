@@ -126,17 +126,12 @@ TEST(DtxUndo, ARecordRoundTripsAndTornOrForeignBytesAreRefused) {
   b.at = Locator{2, 7, 123456};
   b.before.assign(SlotBytes(40), 'b');
   r.items = {a, b};
-  r.sessions = {UndoSession{0, SessionId{5, 17}}, UndoSession{3, SessionId{1023, 0x3fff}}};
   std::vector<char> slot(kLogSlotBytes, 0);
   const size_t n = EncodeUndo(r, slot.data());
-  EXPECT_EQ(n, UndoBytes(r));
+  EXPECT_EQ(n, UndoBytes(r.items));
   UndoRecord d;
   ASSERT_EQ(DecodeUndo(slot.data(), slot.size(), SlotBytesOf, nullptr, &d), "");
   EXPECT_EQ(d.tx_id, r.tx_id);
-  ASSERT_EQ(d.sessions.size(), 2u);
-  EXPECT_EQ(d.sessions[1].blade, 3);
-  EXPECT_EQ(d.sessions[1].session.slot, 1023);
-  EXPECT_EQ(d.sessions[1].session.incarnation, 0x3fff);
   ASSERT_EQ(d.items.size(), 2u);
   EXPECT_EQ(d.items[1].at.node, 123456u);
   EXPECT_EQ(d.items[1].at.slot, 7);
@@ -161,8 +156,7 @@ TEST(DtxUndo, ARecordWithAReservedFieldSetIsRefused) {
   a.at = Locator{1, 2, 0};
   a.before.assign(SlotBytes(8), 'a');
   r.items = {a};
-  r.sessions = {UndoSession{1, SessionId{2, 3}}};
-  for (size_t at : {kUndoHeaderBytes + 6, kUndoHeaderBytes + kUndoSessionBytes + 7}) {
+  for (size_t at : {size_t{6}, kUndoHeaderBytes + 7}) {
     std::vector<char> slot(kLogSlotBytes, 0);
     const size_t n = EncodeUndo(r, slot.data());
     slot[at] = 0x60;
@@ -172,28 +166,6 @@ TEST(DtxUndo, ARecordWithAReservedFieldSetIsRefused) {
     memcpy(slot.data() + 16, &crc, 4);
     UndoRecord d;
     EXPECT_NE(DecodeUndo(slot.data(), slot.size(), SlotBytesOf, nullptr, &d), "") << "reserved byte " << at;
-  }
-}
-
-// Sessions that cannot be a client's (slot 0, past the table, a blade named
-// twice) are refused, under a matching CRC.
-TEST(DtxUndo, ARecordNamingImpossibleSessionsIsRefused) {
-  UndoItem a;
-  a.at = Locator{1, 2, 0};
-  a.before.assign(SlotBytes(8), 'a');
-  const std::vector<std::vector<UndoSession>> bad = {
-      {UndoSession{0, SessionId{0, 1}}},
-      {UndoSession{0, SessionId{static_cast<uint16_t>(kMaxSessions), 1}}},
-      {UndoSession{0, SessionId{4, 0x4000}}},
-      {UndoSession{2, SessionId{4, 1}}, UndoSession{2, SessionId{5, 1}}}};
-  for (const auto& sessions : bad) {
-    UndoRecord r;
-    r.items = {a};
-    r.sessions = sessions;
-    std::vector<char> slot(kLogSlotBytes, 0);
-    EncodeUndo(r, slot.data());
-    UndoRecord d;
-    EXPECT_NE(DecodeUndo(slot.data(), slot.size(), SlotBytesOf, nullptr, &d), "") << sessions[0].session.slot;
   }
 }
 

@@ -7,6 +7,8 @@
 // image from before over that transfer.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -43,6 +45,7 @@ class DtxRecoveryRaceTest : public DtxTest {
   void TearDown() override {
     SetFaultPointHook("dtx.recovery.decided", nullptr);
     SetFaultPointHook("lock.acquire.wait", nullptr);
+    SetFaultPointHook("dtx.recovery.rolling_back", nullptr);
     DtxTest::TearDown();
   }
 
@@ -180,6 +183,46 @@ TEST_F(DtxRecoveryRaceShortLeaseTest, ARecovererThatStoodStillForALeaseLosesItsC
   RaceTwoRecoverers(/*b_waits_for_a=*/true);
   EXPECT_EQ(b_status_.code(), Status::Code::kRetry)
       << "a recoverer whose claim was taken over went on: " << b_status_.ToString();
+  ExpectTheTransferKeptAndTheDeadTransactionUndone();
+}
+
+// A recoverer of another client is stopped between its claim's check and
+// a write of its roll-back (the account's backup, on blade 1) until the
+// next recoverer took its claim over by lease, finished the recovery and a
+// transfer committed on that account. The take-over fenced it where the
+// claim lives (blade 0); resumed, its write to blade 1 must not land either
+// (the new recoverer fenced it on every blade), or the account's backup
+// would go back to its image from before the transfer.
+TEST_F(DtxRecoveryRaceShortLeaseTest, ARecovererStoppedBeforeARollBackWriteIsFencedOnEveryBlade) {
+  DieHoldingAnAccountAndTheNote();
+  GlobalAddress account_at, note_at;
+  uint64_t account_lock = 0, note_lock = 0;
+  LockedSlot(kAccounts, &account_at, &account_lock);
+  LockedSlot(kNotes, &note_at, &note_lock);
+  std::atomic<bool> held{false}, go_on{false};
+  Status stopped;
+  std::thread other([&] {
+    auto in = Connect();
+    auto db = Open(*in);
+    const std::thread::id me = std::this_thread::get_id();
+    SetFaultPointHook("dtx.recovery.rolling_back", [&] {
+      if (std::this_thread::get_id() != me || held.exchange(true)) return;
+      while (!go_on.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    RecoveryReport report;
+    stopped = RecoverLock(*db, note_at, note_lock, &report);
+  });
+  while (!held.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  RecoveryReport report;
+  const Status taken = RecoverLock(*db_, account_at, account_lock, &report);
+  ASSERT_TRUE(taken.ok()) << taken.ToString();
+  Transaction tx(*db_);
+  ASSERT_TRUE(Transfer(tx, 10, 12, 7).ok());
+  ASSERT_TRUE(tx.flush().ok());
+  go_on = true;
+  other.join();
+  SetFaultPointHook("dtx.recovery.rolling_back", nullptr);
+  EXPECT_FALSE(stopped.ok()) << "a recoverer whose claim was taken over wrote on";
   ExpectTheTransferKeptAndTheDeadTransactionUndone();
 }
 

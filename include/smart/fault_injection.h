@@ -37,30 +37,37 @@
 /// @endverbatim
 ///
 /// Named points in the code (cheap when SMART_FAULTS is unset: one branch
-/// on a flag): ht.split.locked, ht.split.frozen, ht.split.rewriting,
-/// ht.split.publishing (SMART-HT's split, apps/hashtable/split.cc),
-/// ht.insert.claiming and ht.insert.claimed (an insert of an absent key,
-/// before and after the CAS that claims its slot, apps/hashtable/operations.cc),
-/// ht.build.subtable (building the table, apps/hashtable/build.cc),
-/// ht.directory.read (a directory refresh, between reading the directory's
-/// header and its entries, apps/hashtable/directory.cc),
-/// ht.retry (each retry of an operation past its first 64, stalls.cc),
-/// bt.retry (the same for SMART-BT, lookup.cc);
-/// bt.lock.taken, bt.leaf.locked, bt.split.leaf.sibling_written,
-/// bt.split.leaf.linked, bt.split.internal.sibling_written,
-/// bt.split.internal.linked and bt.root.written (SMART-BT's page locks and
-/// splits, apps/btree/lock_table.cc, operations.cc, split.cc);
-/// lock.acquire.wait (a RemoteLock::acquire that found the lock held, before
-/// each pause, remote_lock.cc); dtx.commit.validated, dtx.commit.checked
-/// (after the lock check, before the in-place writes), dtx.commit.write,
-/// dtx.commit.release (SMART-DTX's commit, apps/dtx/commit.cc),
-/// dtx.chain.linked (a chain's new overflow link on the primary, before the
-/// backups, apps/dtx/fetch.cc), dtx.recovery.decided (a recovery that chose
-/// to roll forward or back, before it writes or releases anything) and
-/// dtx.recovery.rolling_back (before each replica write of a roll-back but
-/// the first, apps/dtx/recovery.cc);
-/// blade.handshake.thread (a memory blade about to start the thread of an
-/// accepted connection's handshake, smart/target/target_sessions.cc).
+/// on a flag):
+/// - SMART-HT (apps/hashtable): ht.split.locked, ht.split.frozen,
+///   ht.split.rewriting, ht.split.publishing (a split); ht.insert.claiming,
+///   ht.insert.claimed (an insert of an absent key, before and after the CAS
+///   that claims its slot); ht.load.claiming (a load's claim);
+///   ht.write.casing (an update's slot CAS, before it); ht.rmw.modifying and
+///   ht.rmw.casing (a read-modify-write before and after its freshness
+///   check); ht.remove.casing, ht.remove.duplicate_removed (a delete);
+///   ht.build.subtable (building the table); ht.directory.read (a directory
+///   refresh, between reading its header and its entries); ht.retry (each
+///   retry of an operation past its first 64).
+/// - SMART-BT (apps/btree): bt.lock.taken, bt.lock.taken_over (a page lock
+///   taken over by lease, before the fence); bt.leaf.locked;
+///   bt.leaf.write_checked, bt.split.leaf.write_checked,
+///   bt.internal.write_checked (after a page write's lease check, before its
+///   post) and the same with write_posted (after the post, before its
+///   completion); bt.split.leaf.sibling_written, bt.split.leaf.linked,
+///   bt.split.internal.sibling_written, bt.split.internal.linked,
+///   bt.root.written (splits); bt.retry.
+/// - SMART-DTX (apps/dtx): dtx.commit.validated, dtx.commit.checked (after
+///   the lock check, before the in-place writes), dtx.commit.write (before
+///   each), dtx.commit.release; dtx.chain.linked (a chain's new overflow
+///   link on the primary, before the backups); dtx.recovery.decided (a
+///   recovery that chose to roll forward or back, before it writes or
+///   releases anything) and dtx.recovery.rolling_back (after the claim's
+///   check, before each replica write of a roll-back but the first).
+/// - The framework: lock.acquire.wait (a RemoteLock::acquire that found the
+///   lock held, before each pause); initiator.doorbell (before a doorbell is
+///   rung); blade.handshake.thread
+///   (a memory blade about to start the thread of an accepted connection's
+///   handshake).
 #pragma once
 
 #include <atomic>

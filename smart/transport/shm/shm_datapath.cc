@@ -387,26 +387,20 @@ inline uint64_t ShmCompletionQueue::ready_cycles() const {
     // Carried out exactly once, in post order, before its completion (and
     // before any later request's) is handed out. A WRITE or atomic first
     // checks that its session was not fenced meanwhile (guard_session).
-    uint8_t status = e.status;
-    if (__builtin_expect(status == IBV_WC_SUCCESS, 1)) {
-      if (__builtin_expect(e.action == RingAction::kRead || e.action == RingAction::kReadScatter, 1) ||
-          e.qp->session_current()) {
-        Execute(e);
+    if (__builtin_expect(e.status == IBV_WC_SUCCESS, 1)) {
+      if (__builtin_expect(e.action == RingAction::kRead, 1)) {
+        CopyWords(e.local, e.remote, e.byte_len);
       } else {
-        status = IBV_WC_REM_ACCESS_ERR;
-        e.qp->fenced_request();
+        execute_guarded(head);
       }
     }
     ++head;
     if (e.retired == 0) continue;  // unsignaled, or its queue pair is gone
     ShmQueuePair* const qp = e.qp;
-    // An unsignaled request of this queue pair that was fenced fails the
-    // completion that stands for it.
-    if (__builtin_expect(qp->take_fenced_requests(), 0)) status = IBV_WC_REM_ACCESS_ERR;
     ibv_wc& out = wc[n++];
     // Every field written, without a memset of the whole entry first.
     out.wr_id = e.wr_id;
-    out.status = static_cast<ibv_wc_status>(status);
+    out.status = static_cast<ibv_wc_status>(e.status);
     out.opcode = static_cast<ibv_wc_opcode>(kCompletionOpcode[static_cast<int>(e.action)]);
     out.vendor_err = 0;
     out.byte_len = e.byte_len;
@@ -428,6 +422,25 @@ inline uint64_t ShmCompletionQueue::ready_cycles() const {
     head_ = head;
   }
   return n;
+}
+
+void ShmCompletionQueue::execute_guarded(uint64_t index) {
+  RingEntry& e = ring_[index & mask_];
+  if (e.action == RingAction::kReadScatter || e.qp->session_current()) {
+    Execute(e);
+    return;
+  }
+  e.status = IBV_WC_REM_ACCESS_ERR;
+  if (e.retired != 0) return;
+  // Unsignaled: the next completion of its queue pair stands for it (the
+  // list's last, signaled request).
+  for (uint64_t i = index + 1; i != tail_; ++i) {
+    RingEntry& later = ring_[i & mask_];
+    if (later.qp == e.qp && later.retired != 0) {
+      later.status = IBV_WC_REM_ACCESS_ERR;
+      return;
+    }
+  }
 }
 
 void ShmCompletionQueue::drain_queue_pair(ShmQueuePair* qp) {

@@ -146,14 +146,6 @@ class ShmQueuePair final : public QueuePair {
     error_state_ = true;
     return false;
   }
-  // A request of this queue pair was refused by the soft fence; the next
-  // completion it hands out reports it (take_fenced_requests).
-  void fenced_request() { ++fenced_requests_; }
-  bool take_fenced_requests() {
-    if (__builtin_expect(fenced_requests_ == 0, 1)) return false;
-    fenced_requests_ = 0;
-    return true;
-  }
 
   // Largest send queue: a completion's retired count fits RingEntry::retired.
   static constexpr int kMaxSendWr = 65535;
@@ -201,9 +193,6 @@ class ShmQueuePair final : public QueuePair {
   MappedRegion regions_[kMaxPeerRegions];
   int region_count_ = 0;
   const std::atomic<bool>* peer_failed_ = nullptr;
-  const uint64_t* session_word_ = nullptr;  // the soft fence's word; nullptr: none
-  uint64_t session_current_ = 0;
-  uint32_t fenced_requests_ = 0;  // refused, not yet reported by a completion
   bool connected_ = false;
   bool connected_to_peer_ = false;  // connected, with peer memory to address
   // connected_to_peer_, one scatter entry allowed and no NIC model: a lone
@@ -216,6 +205,10 @@ class ShmQueuePair final : public QueuePair {
   std::vector<char> side_;
   size_t side_stride_ = 0;
   uint32_t side_next_ = 0;
+  // The soft fence's word (nullptr: none) and the value it holds while the
+  // session is current; read only when a WRITE or atomic is carried out.
+  const uint64_t* session_word_ = nullptr;
+  uint64_t session_current_ = 0;
 };
 
 class ShmCompletionQueue final : public CompletionQueue {
@@ -227,6 +220,11 @@ class ShmCompletionQueue final : public CompletionQueue {
   // completion it belongs to is handed out (unsignaled ones with the next
   // entry polled after them).
   int poll(int max_entries, ibv_wc* wc) override;
+  // Carries out the ring entry at `index` that is not a lone READ: a WRITE
+  // or atomic only while its queue pair's session is current (the soft
+  // fence); a refused one completes with a remote access error, and so does
+  // the next completion of its queue pair when it was unsignaled.
+  [[gnu::noinline]] void execute_guarded(uint64_t index);
 
   // The ring holds every posted request until it is carried out, so a post
   // needs a free slot per request. Called with mutex() held when concurrent.

@@ -51,7 +51,7 @@ Status Transaction::write_undo() {
     }
   }
   if (record.items.empty()) return Status::OK();
-  Database::ThreadState::LogSlot& slot = TaskLogSlot(db_, task_);
+  TaskLogSlot& slot = *log_slot_;
   if (slot.user != nullptr && slot.user != this) {
     return abort_with(Status::InvalidArgument(
         "dtx: thread " + std::to_string(thread_) + " task " + std::to_string(task_) +
@@ -295,7 +295,7 @@ void Transaction::committed(const std::vector<Item*>& writes) {
 // refuses to begin (this client cannot settle it: its lock words name
 // sessions it may no longer have), so nothing writes the slot before.
 Status Transaction::settle_failed_commit(const Status& why, const std::vector<Item*>& writes) {
-  Database::ThreadState::LogSlot& slot = TaskLogSlot(db_, task_);
+  TaskLogSlot& slot = *log_slot_;
   slot.unsettled = true;
   slot.settle_at = SlotAddress(*writes.front()->info, 0, writes.front()->at);
   slot.settle_lock = writes.front()->lock_word | kInvisible;
@@ -308,8 +308,7 @@ Status Transaction::settle_failed_commit(const Status& why, const std::vector<It
 }
 
 Status Transaction::refuse_if_unsettled() {
-  const Database::ThreadState::LogSlot& slot = TaskLogSlot(db_, task_);
-  if (!slot.unsettled) return Status::OK();
+  const TaskLogSlot& slot = *log_slot_;
   return Status::PeerFailed("dtx: thread " + std::to_string(thread_) + " task " + std::to_string(task_) +
                             " cannot begin a transaction: its last commit failed midway (" + slot.why +
                             ") and only a recovery can settle it, from the undo record this task must not "

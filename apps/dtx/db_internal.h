@@ -84,6 +84,19 @@ class AddressCache {
   uint64_t* entries_ = nullptr;
 };
 
+// Each task's undo-log slot (one per task on every blade): the Transaction
+// whose undo record it holds until that transaction ends, and a commit whose
+// outcome is not settled yet (its writes failed midway: some replicas may
+// hold the new images). Until that commit is settled no transaction of the
+// task may write the slot: recovery needs the record.
+struct TaskLogSlot {
+  const Transaction* user = nullptr;
+  bool unsettled = false;
+  GlobalAddress settle_at;   // a primary the unsettled commit locked
+  uint64_t settle_lock = 0;  // its lock word there
+  std::string why;           // what failed the commit
+};
+
 struct Database::ThreadState {
   DtxStats stats;
   // Registered buffers of recoveries (recovery.cc), one set per task of the
@@ -97,19 +110,7 @@ struct Database::ThreadState {
     uint64_t* fence = nullptr;   // 1 word: FenceSession's scratch
   };
   std::vector<RecoveryBuffers> recovery;
-  // Each task's undo-log slot (one per task on every blade): the
-  // Transaction whose undo record it holds until that transaction ends, and
-  // a commit whose outcome is not settled yet (its writes failed midway:
-  // some replicas may hold the new images). Until that commit is settled no
-  // transaction of the task may write the slot: recovery needs the record.
-  struct LogSlot {
-    const Transaction* user = nullptr;
-    bool unsettled = false;
-    GlobalAddress settle_at;   // a primary the unsettled commit locked
-    uint64_t settle_lock = 0;  // its lock word there
-    std::string why;           // what failed the commit
-  };
-  std::vector<LogSlot> log_slots = std::vector<LogSlot>(kMaxTasksPerThread);
+  std::vector<TaskLogSlot> log_slots = std::vector<TaskLogSlot>(kMaxTasksPerThread);
   // Counts the thread's transactions for their ids (Transaction::id()).
   uint32_t next_tx_id = 0;
   // Slots that failed their check with no lock on them, by (table, node,

@@ -20,8 +20,7 @@ Status Transaction::execute() {
   if (!active_) return Status::InvalidArgument("dtx: execute() outside a transaction");
   // A commit of this task that failed midway keeps the task's undo record
   // for its recovery: no transaction may begin before it is settled.
-  Status settled = refuse_if_unsettled();
-  if (!settled.ok()) return abort_with(settled);
+  if (__builtin_expect(log_slot_->unsettled, 0)) return abort_with(refuse_if_unsettled());
   bool lookups = false;
   for (Item* it : items_) lookups |= it->lookup_pending;
   if (lookups) {

@@ -28,6 +28,7 @@ struct Transaction::Watch {
 Transaction::Transaction(Database& db) : db_(db) {
   Database::ThreadState& ts = db_.thread_state();
   stats_ = &ts.stats;
+  next_tx_count_ = &ts.next_tx_id;
   Initiator& in = db_.initiator();
   log_buffer_ = static_cast<char*>(in.alloc_cache(kLogSlotBytes));
   watch_scratch_ = static_cast<uint64_t*>(in.alloc_cache(kMaxWatches * sizeof(uint64_t)));
@@ -39,6 +40,7 @@ Transaction::Transaction(Database& db) : db_(db) {
   const int task = this_task::id();
   thread_ = thread;
   task_ = task;
+  log_slot_ = &ts.log_slots[static_cast<size_t>(task)];
   if (thread >= db_.options().threads + 2 || task > db_.options().tasks) {
     throw Error("dtx: a transaction on thread " + std::to_string(thread) + " task " + std::to_string(task) +
                 " has no undo-log slot; the database was opened for thread ids below " +
@@ -58,7 +60,7 @@ Transaction::Transaction(Database& db) : db_(db) {
 Transaction::~Transaction() {
   // An unsettled commit stays the task's to settle (its log slot keeps the
   // record), whichever Transaction of the task runs next.
-  Database::ThreadState::LogSlot& slot = TaskLogSlot(db_, task_);
+  TaskLogSlot& slot = *log_slot_;
   if (slot.user == this) slot.user = nullptr;
   for (Item* it : items_) delete it;
   for (Item* it : pool_) delete it;
@@ -73,15 +75,8 @@ void Transaction::begin() {
   locked_at_ns_ = 0;
   // The thread's tasks share one count: ids stay unique for 2^32 of the
   // thread's transactions, however they are spread over its tasks.
-  tx_id_ = tx_id_base_ | db_.thread_state_for_recovery().next_tx_id++;
+  tx_id_ = tx_id_base_ | (*next_tx_count_)++;
   lease_ = (lease_ + 1) & static_cast<uint32_t>(kLockLeaseMask);
-}
-
-// The transaction is over: its undo record is no longer needed (unless its
-// commit is unsettled, which keeps the slot).
-void Transaction::end_slot_use() {
-  Database::ThreadState::LogSlot& slot = TaskLogSlot(db_, task_);
-  if (slot.user == this && !slot.unsettled) slot.user = nullptr;
 }
 
 int Transaction::add(uint16_t table, uint64_t key, int kind) {

@@ -44,6 +44,8 @@
 
 namespace smart::dtx {
 
+struct TaskLogSlot;
+
 /// What a committed transaction read and wrote (for history checks).
 struct TxAccess {
   uint16_t table = 0;
@@ -132,7 +134,7 @@ class Transaction {
   Status queue_backup_links(Item& it);
   void committed(const std::vector<Item*>& writes);
   Status settle_failed_commit(const Status& why, const std::vector<Item*>& writes);
-  Status refuse_if_unsettled();
+  Status refuse_if_unsettled();  // the error of a task whose last commit is unsettled
   void end_slot_use();
   bool damaged(const TableInfo& t, uint64_t node, int slot, const char* bytes);
   Status abort_with(Status why);
@@ -151,6 +153,8 @@ class Transaction {
   std::vector<Item*> pool_;
   std::vector<TxAccess> accesses_;
   std::vector<uint64_t> owner_words_;  // per blade: our owner word with lease 0
+  TaskLogSlot* log_slot_ = nullptr;     // this task's undo-log slot (its thread's state)
+  uint32_t* next_tx_count_ = nullptr;   // the thread's count of transactions (id())
   uint64_t tx_id_base_ = 0;             // id() without the thread's count
   char* log_buffer_;        // kLogSlotBytes, registered
   uint64_t tx_id_ = 0;

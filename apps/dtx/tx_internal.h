@@ -72,9 +72,11 @@ struct Transaction::Item : ItemState {
   uint64_t* link_words = nullptr;  // kMaxChainNodes words: links an insert rewrites on backups
 };
 
-// The calling task's undo-log slot state (one per task of the thread).
-inline Database::ThreadState::LogSlot& TaskLogSlot(Database& db, int task) {
-  return db.thread_state_for_recovery().log_slots[static_cast<size_t>(task)];
+// The transaction is over: its undo record is no longer needed (unless its
+// commit is unsettled, which keeps the slot).
+inline void Transaction::end_slot_use() {
+  TaskLogSlot& slot = *log_slot_;
+  if (slot.user == this && !slot.unsettled) slot.user = nullptr;
 }
 
 // The version a commit gives a record it writes: one past the version it

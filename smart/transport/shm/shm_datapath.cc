@@ -390,8 +390,10 @@ inline uint64_t ShmCompletionQueue::ready_cycles() const {
     if (__builtin_expect(e.status == IBV_WC_SUCCESS, 1)) {
       if (__builtin_expect(e.action == RingAction::kRead, 1)) {
         CopyWords(e.local, e.remote, e.byte_len);
+      } else if (__builtin_expect(e.qp->session_current(), 1)) {
+        Execute(e);
       } else {
-        execute_guarded(head);
+        refuse(head);
       }
     }
     ++head;
@@ -424,10 +426,10 @@ inline uint64_t ShmCompletionQueue::ready_cycles() const {
   return n;
 }
 
-void ShmCompletionQueue::execute_guarded(uint64_t index) {
+void ShmCompletionQueue::refuse(uint64_t index) {
   RingEntry& e = ring_[index & mask_];
-  if (e.action == RingAction::kReadScatter || e.qp->session_current()) {
-    Execute(e);
+  if (e.action == RingAction::kReadScatter) {
+    Execute(e);  // a READ: the fence is for what changes the pool
     return;
   }
   e.status = IBV_WC_REM_ACCESS_ERR;

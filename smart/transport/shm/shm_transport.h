@@ -193,6 +193,10 @@ class ShmQueuePair final : public QueuePair {
   MappedRegion regions_[kMaxPeerRegions];
   int region_count_ = 0;
   const std::atomic<bool>* peer_failed_ = nullptr;
+  // The soft fence's word (nullptr: none) and the value it holds while the
+  // session is current; read when a WRITE or atomic is carried out.
+  const uint64_t* session_word_ = nullptr;
+  uint64_t session_current_ = 0;
   bool connected_ = false;
   bool connected_to_peer_ = false;  // connected, with peer memory to address
   // connected_to_peer_, one scatter entry allowed and no NIC model: a lone
@@ -205,10 +209,6 @@ class ShmQueuePair final : public QueuePair {
   std::vector<char> side_;
   size_t side_stride_ = 0;
   uint32_t side_next_ = 0;
-  // The soft fence's word (nullptr: none) and the value it holds while the
-  // session is current; read only when a WRITE or atomic is carried out.
-  const uint64_t* session_word_ = nullptr;
-  uint64_t session_current_ = 0;
 };
 
 class ShmCompletionQueue final : public CompletionQueue {
@@ -220,11 +220,11 @@ class ShmCompletionQueue final : public CompletionQueue {
   // completion it belongs to is handed out (unsignaled ones with the next
   // entry polled after them).
   int poll(int max_entries, ibv_wc* wc) override;
-  // Carries out the ring entry at `index` that is not a lone READ: a WRITE
-  // or atomic only while its queue pair's session is current (the soft
-  // fence); a refused one completes with a remote access error, and so does
-  // the next completion of its queue pair when it was unsignaled.
-  [[gnu::noinline]] void execute_guarded(uint64_t index);
+  // The ring entry at `index` found its queue pair's session fenced (the
+  // soft fence): a WRITE or atomic is not carried out and completes with a
+  // remote access error, and so does the next completion of its queue pair
+  // when it was unsignaled; a scatter READ is carried out.
+  [[gnu::noinline]] void refuse(uint64_t index);
 
   // The ring holds every posted request until it is carried out, so a post
   // needs a free slot per request. Called with mutex() held when concurrent.

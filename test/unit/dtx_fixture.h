@@ -53,6 +53,7 @@ class DtxTest : public ::testing::Test {
     o.backup_degree = blade_count_ - 1;
     o.threads = 4;
     o.lease.lease_ns = lease_ns_;
+    o.lease.fence = fence_;
     o.tasks = 8;
     o.populate = [](const RowSink& sink) {
       for (uint64_t k = 0; k < kAccountCount; ++k) {
@@ -104,6 +105,7 @@ class DtxTest : public ::testing::Test {
   uint64_t latency_ns_ = 0;   // shm completion latency for the race tests
   uint64_t lease_ns_ = 2000000000;  // record locks' lease
   int blade_count_ = 2;             // memory blades; every table has a backup on each other one
+  FenceMode fence_ = FenceMode::kAlways;  // whether a take-over by lease fences the holder
   SmartConfig config_;
   std::vector<std::unique_ptr<EmbeddedMemoryBlade>> blades_;
   std::unique_ptr<Initiator> initiator_;

@@ -316,5 +316,26 @@ TEST_F(DtxShortLeaseTest, AHolderStoppedAfterItsLockCheckIsFencedAndItsWritesNev
   ExpectCleanState();
 }
 
+// Without the fence (FenceMode::kNever), what the lock check alone does: a
+// holder stopped between its validation and its writes for longer than a
+// lease finds its locks taken before it writes, and aborts.
+class DtxShortLeaseUnfencedTest : public DtxShortLeaseTest {
+ protected:
+  DtxShortLeaseUnfencedTest() { fence_ = FenceMode::kNever; }
+};
+
+TEST_F(DtxShortLeaseUnfencedTest, AStoppedHolderFindsItsLocksTakenBeforeWriting) {
+  std::thread holder = StopHolding(46, 47);
+  TransferUntilCommitted(46, 47, 3, 10);
+  resume_ = true;
+  holder.join();
+  EXPECT_EQ(late_.code(), Status::Code::kLockLost) << "the unfenced holder did not find its locks taken: "
+                                                    << late_.ToString();
+  Transaction tx(*db_);
+  EXPECT_EQ(Balance(tx, 46), kInitialBalance - 3);
+  EXPECT_EQ(Balance(tx, 47), kInitialBalance + 3);
+  ExpectCleanState();
+}
+
 }  // namespace
 }  // namespace smart::dtx

@@ -55,7 +55,7 @@ PoolMapping MapHugetlb(uint64_t bytes) {
   const std::string advice = "the pool needs " + std::to_string(pages) + " free 2 MiB huge pages and the host has " +
                              ReadSmallFile(kFreeHugePages) + "; reserve them (as root: echo " +
                              std::to_string(pages) + " > /proc/sys/vm/nr_hugepages) or use \"backing\": \"memfd\"";
-  m.fd = memfd_create("smart-pool", MFD_CLOEXEC | MFD_HUGETLB);
+  m.fd = memfd_create("smart-pool", MFD_CLOEXEC | MFD_HUGETLB | MFD_ALLOW_SEALING);
   if (m.fd < 0) Fail("memfd_create with MFD_HUGETLB (" + advice + ")", errno);
   if (ftruncate(m.fd, static_cast<off_t>(m.length)) != 0) {
     const int error = errno;
@@ -72,6 +72,13 @@ PoolMapping MapHugetlb(uint64_t bytes) {
   }
   m.addr = static_cast<char*>(addr);
   m.description = "2 MiB huge pages (hugetlb, " + std::to_string(pages) + " pages)";
+  // Sealed as the shm transport seals its memfds (shm::PoolSealed), so that
+  // no client handed the descriptor can shrink or grow the pool. A kernel
+  // that cannot seal hugetlb memfds (before 4.16) leaves it unsealed: then
+  // shm hands the pool only to the blade's own user.
+  if (fcntl(m.fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    m.description += ", unsealed: " + std::string(strerror(errno));
+  }
   return m;
 }
 

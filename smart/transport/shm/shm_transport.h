@@ -22,6 +22,7 @@
 
 #include "smart/transport.h"
 #include "smart/transport/shm/nic_model.h"
+#include "smart/util/peer_text.h"
 
 namespace smart::shm {
 
@@ -252,6 +253,25 @@ class ShmCompletionQueue final : public CompletionQueue {
   std::mutex mutex_;
 };
 
+// Seals a pool's memfd so that no process holding it can shrink or grow it
+// (F_SEAL_SHRINK, F_SEAL_GROW), nor change the seals (F_SEAL_SEAL); it stays
+// writable. The memfd must have been created with MFD_ALLOW_SEALING. False,
+// with errno, where the kernel cannot (hugetlb memfds before Linux 4.16).
+bool SealPool(int fd);
+// Whether a pool descriptor is sealed as SealPool seals it: false for files
+// and devices, which any holder of a writable descriptor can truncate.
+bool PoolSealed(int fd);
+
+// The client's half of the memfd hand-over: presents the token in
+// `exported` (ShmDevice::export_regions) at the blade's socket and receives
+// each region's descriptor and length. Throws smart::Error naming why the
+// blade refused. Used by ShmDevice::import_regions; the caller owns the fds.
+struct ReceivedRegions {
+  std::vector<int> fds;
+  std::vector<uint64_t> lengths;
+};
+ReceivedRegions ReceiveRegions(const std::string& exported);
+
 class ShmDevice final : public Device {
  public:
   explicit ShmDevice(const SmartConfig& config);
@@ -301,6 +321,9 @@ class ShmDevice final : public Device {
   bool user_allowed(uint32_t uid) const;
 
   std::vector<uint32_t> allowed_uids_;  // auth.allow_uids, besides our own uid
+  // Refusals on the memfd socket, logged at most once a second.
+  LogRateLimit refused_user_log_;
+  LogRateLimit refused_unsealed_log_;
 
   uint64_t latency_ns_;
   uint64_t latency_cycles_;
@@ -315,6 +338,9 @@ class ShmDevice final : public Device {
     std::vector<int> fds;  // not owned
     std::vector<uint64_t> lengths;
     uint64_t expires_ns;
+    // Every region's descriptor is sealed against shrinking and growing
+    // (PoolSealed); only such pools go to users other than the blade's.
+    bool sealed = true;
   };
   std::mutex export_mutex_;
   std::map<std::string, PendingExport> pending_exports_;  // token -> regions

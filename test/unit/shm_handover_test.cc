@@ -1,0 +1,158 @@
+// The shm provider's memfd hand-over seen from a client that does not play
+// by the rules: whatever it does to the descriptor it received (shrink,
+// grow, change the seals, close), the memory blade's pool stays as it was;
+// and a pool kept in a file goes only to the blade's own user.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "smart/status.h"
+#include "smart/transport.h"
+#include "smart/transport/shm/shm_transport.h"
+#include "test_util.h"
+
+namespace smart {
+namespace {
+
+constexpr size_t kPoolBytes = 1 << 20;
+
+off_t FileSize(int fd) {
+  struct stat st {};
+  return fstat(fd, &st) == 0 ? st.st_size : -1;
+}
+
+TEST(ShmHandoverTest, AReceivedPoolCanNeitherShrinkNorGrowNorChangeItsSeals) {
+  auto device = OpenShmDevice(testing::TestConfig());
+  auto pool = device->allocate_shared_region(kPoolBytes);
+  char* bytes = static_cast<char*>(pool->addr());
+  bytes[kPoolBytes - 1] = 'z';
+
+  shm::ReceivedRegions got = shm::ReceiveRegions(device->export_regions({pool.get()}));
+  ASSERT_EQ(got.fds.size(), 1u);
+  ASSERT_EQ(got.lengths[0], kPoolBytes);
+  const int fd = got.fds[0];
+  EXPECT_TRUE(shm::PoolSealed(fd));
+
+  errno = 0;
+  EXPECT_NE(ftruncate(fd, 0), 0);
+  EXPECT_EQ(errno, EPERM) << strerror(errno);
+  EXPECT_NE(ftruncate(fd, kPoolBytes / 2), 0);
+  EXPECT_NE(ftruncate(fd, 2 * kPoolBytes), 0);
+  EXPECT_NE(fallocate(fd, 0, 0, 4 * kPoolBytes), 0);
+  // Nor can the client seal writes away from everyone else.
+  EXPECT_NE(fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE), 0);
+  EXPECT_NE(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE), 0);
+  EXPECT_EQ(FileSize(fd), static_cast<off_t>(kPoolBytes));
+
+  // The client's own mapping works, and what it writes the blade sees.
+  void* mapped = mmap(nullptr, kPoolBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(mapped, MAP_FAILED);
+  EXPECT_EQ(static_cast<char*>(mapped)[kPoolBytes - 1], 'z');
+  static_cast<char*>(mapped)[0] = 'a';
+  munmap(mapped, kPoolBytes);
+  close(fd);
+
+  // The blade's mapping is whole: its last byte still reads (a shrunk pool
+  // would be SIGBUS here), and writes still land.
+  EXPECT_EQ(bytes[0], 'a');
+  EXPECT_EQ(bytes[kPoolBytes - 1], 'z');
+  bytes[kPoolBytes - 1] = 'y';
+  EXPECT_EQ(bytes[kPoolBytes - 1], 'y');
+
+  // Another client after it gets the same whole pool.
+  auto peer = device->import_regions({pool->remote()}, device->export_regions({pool.get()}));
+  EXPECT_NE(peer, nullptr);
+}
+
+// A pool in a file (as "backing": "file:PATH" makes it).
+struct FilePool {
+  std::string path;
+  std::unique_ptr<MemoryRegion> region;
+};
+
+FilePool MakeFilePool(Device& device) {
+  FilePool p;
+  char path[] = "/tmp/smart-handover-test.XXXXXX";
+  const int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  p.path = path;
+  EXPECT_EQ(ftruncate(fd, kPoolBytes), 0);
+  void* addr = mmap(nullptr, kPoolBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  EXPECT_NE(addr, MAP_FAILED);
+  p.region = device.adopt_shared_region(addr, kPoolBytes, fd);
+  return p;
+}
+
+TEST(ShmHandoverTest, AFilePoolIsNotSealedAndGoesToTheBladesOwnUser) {
+  auto device = OpenShmDevice(testing::TestConfig());
+  FilePool pool = MakeFilePool(*device);
+  shm::ReceivedRegions got = shm::ReceiveRegions(device->export_regions({pool.region.get()}));
+  ASSERT_EQ(got.fds.size(), 1u);
+  EXPECT_FALSE(shm::PoolSealed(got.fds[0]));
+  close(got.fds[0]);
+  pool.region.reset();
+  unlink(pool.path.c_str());
+}
+
+// Runs `body` in a child process as user nobody; the child's exit code.
+template <typename Body>
+int AsNobody(Body body) {
+  const passwd* pw = getpwnam("nobody");
+  if (pw == nullptr) return -1;
+  const uid_t uid = pw->pw_uid;
+  const gid_t gid = pw->pw_gid;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (setgroups(0, nullptr) != 0 || setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0) _exit(90);
+    _exit(body());
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -2;
+  return WEXITSTATUS(status);
+}
+
+TEST(ShmHandoverTest, AnotherUserAllowedByTheBladeGetsASealedPoolButNoFile) {
+  if (geteuid() != 0 || getpwnam("nobody") == nullptr) GTEST_SKIP() << "needs root and a user 'nobody'";
+  SmartConfig config = testing::TestConfig();
+  config.auth.allow_uids = {getpwnam("nobody")->pw_uid};
+  auto device = OpenShmDevice(config);
+  auto memfd_pool = device->allocate_shared_region(kPoolBytes);
+  FilePool file_pool = MakeFilePool(*device);
+  const std::string sealed = device->export_regions({memfd_pool.get()});
+  const std::string file = device->export_regions({file_pool.region.get()});
+
+  // 0: received and sealed; 1: refused with the file message; else wrong.
+  auto receive = [](const std::string& exported) {
+    return [exported]() -> int {
+      try {
+        shm::ReceivedRegions got = shm::ReceiveRegions(exported);
+        const bool ok = got.fds.size() == 1 && shm::PoolSealed(got.fds[0]) && ftruncate(got.fds[0], 0) != 0;
+        return ok ? 0 : 2;
+      } catch (const Error& e) {
+        return std::string(e.what()).find("keeps its pool in a file or device") != std::string::npos ? 1 : 3;
+      }
+    };
+  };
+  EXPECT_EQ(AsNobody(receive(sealed)), 0);
+  EXPECT_EQ(AsNobody(receive(file)), 1);
+
+  struct stat st {};
+  ASSERT_EQ(stat(file_pool.path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, static_cast<off_t>(kPoolBytes));
+  file_pool.region.reset();
+  unlink(file_pool.path.c_str());
+}
+
+}  // namespace
+}  // namespace smart

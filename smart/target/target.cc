@@ -8,10 +8,12 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <deque>
 #include <list>
@@ -47,6 +49,56 @@ void PlaceOnNumaNode(const BackendConfig& config, char* base, uint64_t bytes) {
   SMART_INFO("memory blade: pool bound to NUMA node %d", node);
 }
 
+// Descriptors a memory blade needs besides one per client connection: the
+// listener, the pool, the device, the shm socket and its connections, logs,
+// the stop pipe, the libraries' own.
+constexpr rlim_t kReservedDescriptors = 64;
+
+// How many clients the open-file limit lets a blade serve. Every session and
+// every handshake in progress holds a connection, so a limit below
+// max_clients plus the blade's own descriptors would make accept() fail
+// (EMFILE) before max_clients is reached, and then the blade would never get
+// to drop an idle handshake to make room for a client with the key.
+struct DescriptorPlan {
+  int max_clients;  // max_clients as served
+  int budget;       // connections held at once, at most (INT_MAX: no limit)
+};
+
+// Raises the soft limit up to the hard one where max_clients needs it; where
+// even that is short, serves fewer clients and says so. A sixteenth of the
+// budget stays free for handshakes that were dropped and are still letting
+// go of their sockets, and for refusals on their way out.
+DescriptorPlan FitClientsToDescriptors(int max_clients, const std::string& source) {
+  auto headroom = [](rlim_t budget) { return std::max<rlim_t>(1, budget / 16); };
+  // The budget whose headroom still leaves max_clients, and the blade's own.
+  const rlim_t need = (static_cast<rlim_t>(max_clients) * 16 + 14) / 15 + 1 + kReservedDescriptors;
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return {max_clients, INT_MAX};
+  const rlim_t was = rl.rlim_cur;
+  if (rl.rlim_cur < need) {
+    rlimit raised = rl;
+    raised.rlim_cur = rl.rlim_max == RLIM_INFINITY ? need : std::min(rl.rlim_max, need);
+    if (raised.rlim_cur > was && setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+      rl = raised;
+      SMART_INFO("memory blade: raised the open-file limit from %llu to %llu for max_clients %d (%s)",
+                 static_cast<unsigned long long>(was), static_cast<unsigned long long>(rl.rlim_cur), max_clients,
+                 source.c_str());
+    }
+  }
+  const rlim_t budget = rl.rlim_cur > kReservedDescriptors + 2 ? rl.rlim_cur - kReservedDescriptors : 2;
+  const rlim_t fit = budget - headroom(budget);
+  const int budget_int = budget > static_cast<rlim_t>(INT_MAX) ? INT_MAX : static_cast<int>(budget);
+  if (fit >= static_cast<rlim_t>(max_clients)) return {max_clients, budget_int};
+  SMART_WARN("memory blade: max_clients %d (%s) needs %llu open files, but this process may open only %llu "
+             "(ulimit -n; hard limit %s): serving at most %d clients at once. Raise the hard limit (ulimit -Hn, or "
+             "LimitNOFILE= for a service) to serve %d",
+             max_clients, source.c_str(), static_cast<unsigned long long>(need),
+             static_cast<unsigned long long>(rl.rlim_cur),
+             rl.rlim_max == RLIM_INFINITY ? "unlimited" : std::to_string(rl.rlim_max).c_str(), static_cast<int>(fit),
+             max_clients);
+  return {static_cast<int>(fit), budget_int};
+}
+
 }  // namespace
 
 namespace {
@@ -75,6 +127,9 @@ Target::Target(const SmartConfig& smart_config, const BackendConfig& backend_con
     : impl_(std::make_unique<Impl>()) {
   impl_->smart_config = smart_config;
   impl_->backend_config = backend_config;
+  const DescriptorPlan plan = FitClientsToDescriptors(backend_config.max_clients, backend_config.source);
+  impl_->backend_config.max_clients = plan.max_clients;
+  impl_->connection_budget = plan.budget;
   impl_->auth = backend_config.auth.configured ? backend_config.auth : smart_config.auth;
   if (!impl_->auth.none && !impl_->auth.key_file.empty()) {
     const std::string where = backend_config.auth.configured ? backend_config.source : smart_config.source;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <climits>
 #include <deque>
 #include <list>
 #include <memory>
@@ -91,6 +92,12 @@ struct Target::Impl {
   // ENOBUFS, ENOMEM): the listener stops polling the socket for a while
   // instead of spinning on it, and says so once per episode.
   Deadline accept_paused_until{};
+  // Connections the listener may hold at once (sessions, handshakes, evicted
+  // ones still finishing, refused ones lingering), from the open-file limit
+  // at start (FitClientsToDescriptors): at the budget it leaves newcomers in
+  // the backlog for a moment instead of taking a descriptor it may not
+  // have. INT_MAX: no limit.
+  int connection_budget = INT_MAX;
   int accept_backoff_ms = 0;
   bool accept_trouble_said = false;
   uint64_t accept_failures = 0;  // in the current episode

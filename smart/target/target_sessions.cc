@@ -26,6 +26,9 @@ namespace smart {
 namespace {
 
 constexpr int kMaxAcceptBackoffMs = 1000;
+// How long a listener at its descriptor budget leaves newcomers in the
+// backlog before it looks again.
+constexpr int kBudgetPauseMs = 5;
 constexpr size_t kMaxLingeringRefusals = 64;
 constexpr auto kRefusalLinger = std::chrono::seconds(1);
 // How often the blade looks for fence requests in its live sessions' words:
@@ -181,6 +184,18 @@ void Target::Impl::fence_requested_sessions() {
 }
 
 void Target::Impl::accept_one() {
+  // At the descriptor budget (dropped handshakes still letting go of their
+  // sockets, refusals lingering) the newcomer waits in the backlog a moment:
+  // accepting it could take the last descriptor.
+  int held;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    held = static_cast<int>(sessions.size()) + handshakes_running.load() + static_cast<int>(refused.size());
+  }
+  if (held >= connection_budget) {
+    accept_paused_until = Now() + std::chrono::milliseconds(kBudgetPauseMs);
+    return;
+  }
   const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) {
     const int err = errno;

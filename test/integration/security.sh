@@ -4,12 +4,16 @@
 #     refused, with a clear error on both sides naming the peer;
 #   - beyond loopback without a key the blade refuses to start;
 #   - shm: a client running as another user (nobody) does not get the pool,
-#     unless the blade's auth.allow_uids lists it (needs root; else skipped);
+#     unless the blade's auth.allow_uids lists it, and never a pool kept in a
+#     file (needs root; else skipped);
 #   - 200 idle TCP peers do not keep a legitimate client out, nor do 2,000
 #     when the blade allows 64 clients (it drops the longest-waiting
 #     unauthenticated handshake to make room);
-#   - under ulimit -n 96 and 160 idle peers the listener says once that it
-#     cannot accept, backs off, and serves again once descriptors free up.
+#   - at ulimit -n 1024 the blade serves fewer than max_clients 1023 and says
+#     so, and 8 keyed clients connect while 1,400 idle peers hold connections;
+#   - with its limit lowered to 96 under it and 160 idle peers, the listener
+#     says once that it cannot accept, backs off, and serves again once
+#     descriptors free up.
 source "$(dirname "$0")/lib.sh"
 client="$SMART_BIN/integration_client"
 blade="$SMART_BIN/hashtable_backend"
@@ -118,6 +122,22 @@ else
   as_nobody "$nobody_client" setup-counter --server "127.0.0.1:$BLADE_PORT" --root 1 >"$WORK_DIR/allowed.log" 2>&1 ||
     { cat "$WORK_DIR/allowed.log" >&2; fail "nobody, listed in allow_uids, could not connect"; }
   pass "shm: a user in allow_uids connects"
+
+  # A pool in a file: its descriptor could truncate the file under the
+  # blade, so another user does not get it, even one in allow_uids; the
+  # blade's own user does, and the file keeps its size.
+  json_set "$WORK_DIR/backend.json" "$WORK_DIR/file.json" capacity=16 "auth.allow_uids=[$nobody_uid]" \
+    "backing=\"file:$WORK_DIR/pool.file\""
+  start_blade "$blade" "$WORK_DIR/file.json"
+  file_size=$(stat -c %s "$WORK_DIR/pool.file")
+  expect_fail "nobody, a file pool" as_nobody "$nobody_client" setup-counter --server "127.0.0.1:$BLADE_PORT" --root 1
+  grep_log "file pool, client" "$WORK_DIR/expect_fail.log" "keeps its pool in a file or device"
+  grep_log "file pool, blade" "$WORK_DIR/blade$((${#BLADE_PIDS[@]} - 1)).log" \
+    "refused the pool to uid $nobody_uid.*file or device"
+  SMART_CONFIG_PATH=$WORK_DIR/right.json "$client" setup-counter --server "127.0.0.1:$BLADE_PORT" --root 1 ||
+    fail "the blade's own user could not map its file pool"
+  [[ $(stat -c %s "$WORK_DIR/pool.file") == "$file_size" ]] || fail "the pool file changed size"
+  pass "shm: a file pool only for the blade's user ($file_size bytes, unchanged)"
 fi
 
 # --- floods -------------------------------------------------------------------------
@@ -179,14 +199,51 @@ grep_log "making room" "$crowded_log" "at max_clients (64): dropped the handshak
 grep_log "the client's session" "$crowded_log" "session [0-9]*, authenticated"
 pass "2,000 idle peers at max_clients 64: a legitimate client still connects"
 
-# Few descriptors (96; a blade needs a dozen or two of its own): the blade
+# The usual descriptor limit, 1024 (soft and hard): max_clients 1023 does
+# not fit, so the blade says how many clients it serves instead. 1,400 idle
+# peers then cannot make accept() fail before max_clients is reached, and
+# 8 clients with the key, started while the flood holds its connections,
+# all connect (each gives up after 5 s: connect_timeout_ms).
+json_set "$SMART_CONFIG_PATH" "$WORK_DIR/brisk.json" "auth.key_file=\"$WORK_DIR/blade.key\"" connect_timeout_ms=5000
+start_blade bash -c 'ulimit -n 1024 && exec "$0" "$@"' "$blade" "$WORK_DIR/backend.json" --capacity 16
+usual_log="$WORK_DIR/blade$((${#BLADE_PIDS[@]} - 1)).log"
+grep_log "the descriptor limit" "$usual_log" \
+  "max_clients 1023 (.*) needs [0-9]* open files, but this process may open only 1024 .*serving at most [0-9]* clients"
+flood "$BLADE_PORT" 1400
+started=$(date +%s%N)
+keyed_pids=()
+for i in 1 2 3 4 5 6 7 8; do
+  SMART_CONFIG_PATH=$WORK_DIR/brisk.json "$client" setup-counter --server "127.0.0.1:$BLADE_PORT" --root "$i" \
+    >"$WORK_DIR/keyed$i.log" 2>&1 &
+  keyed_pids+=($!)
+done
+connected=0
+for i in "${!keyed_pids[@]}"; do
+  if wait "${keyed_pids[$i]}"; then
+    connected=$((connected + 1))
+  else
+    cat "$WORK_DIR/keyed$((i + 1)).log" >&2
+  fi
+done
+elapsed_ms=$((($(date +%s%N) - started) / 1000000))
+release_flood
+((connected == 8)) || { tail -n 20 "$usual_log" >&2; fail "ulimit -n 1024, 1,400 idle peers: $connected of 8 keyed clients connected"; }
+if grep -q "cannot accept connections" "$usual_log"; then
+  cat "$usual_log" >&2
+  fail "ulimit -n 1024: the blade ran out of descriptors"
+fi
+echo "info: 8 keyed clients connected during a flood of 1,400 in $elapsed_ms ms"
+pass "ulimit -n 1024, 1,400 idle peers: all 8 keyed clients connect, and accept() never fails"
+
+# The limit lowered under a running blade (to 96; a blade needs a dozen or
+# two of its own), so that its budget from the start no longer holds: it
 # runs out while the flood of 160 holds its connections.
 # Its handshakes wait for 60 s, so the flood is one episode.
 json_set "$SMART_CONFIG_PATH" "$WORK_DIR/patient.json" connect_timeout_ms=60000
-SMART_CONFIG_PATH=$WORK_DIR/patient.json start_blade bash -c 'ulimit -n 96 && exec "$0" "$@"' \
-  "$blade" "$WORK_DIR/backend.json" --capacity 16
+SMART_CONFIG_PATH=$WORK_DIR/patient.json start_blade "$blade" "$WORK_DIR/backend.json" --capacity 16
 low_log="$WORK_DIR/blade$((${#BLADE_PIDS[@]} - 1)).log"
 low_pid=$BLADE_PID
+prlimit --pid "$low_pid" --nofile=96:96 || fail "prlimit could not lower the blade's open-file limit"
 flood "$BLADE_PORT" 160
 for ((i = 0; i < 300; i++)); do
   grep -q "cannot accept connections" "$low_log" && break
@@ -210,4 +267,4 @@ attempts=$(sed -n 's/.*accepting connections again (\([0-9]*\) attempts failed.*
 [[ -n $attempts ]] && ((attempts < 1000)) ||
   { cat "$low_log" >&2; fail "the listener tried to accept ${attempts:-?} times while out of descriptors: it spins"; }
 echo "info: $attempts accept attempts failed while out of descriptors"
-pass "ulimit -n 96: logged once, backed off, served again"
+pass "open-file limit lowered to 96 under the blade: logged once, backed off, served again"

@@ -67,7 +67,8 @@
 ///   lock held, before each pause); initiator.doorbell (before a doorbell is
 ///   rung); blade.handshake.thread
 ///   (a memory blade about to start the thread of an accepted connection's
-///   handshake).
+///   handshake); blade.handshake.dropped (the thread of a handshake dropped
+///   for a newer connection, before it answers and lets go of its socket).
 #pragma once
 
 #include <atomic>

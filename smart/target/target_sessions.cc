@@ -477,6 +477,7 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
     std::string why = std::string("the memory blade could not complete the handshake: ") + e.what();
     uint64_t suppressed = 0;
     if (state->evicted.load()) {
+      FaultPoint("blade.handshake.dropped");
       // Logged by evict_idle_handshake.
       why = "the memory blade is at max_clients (" + std::to_string(backend_config.max_clients) +
             ") and dropped this handshake, the longest waiting without proving the key, for a newer connection; "

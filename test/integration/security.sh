@@ -203,9 +203,13 @@ pass "2,000 idle peers at max_clients 64: a legitimate client still connects"
 # not fit, so the blade says how many clients it serves instead. 1,400 idle
 # peers then cannot make accept() fail before max_clients is reached, and
 # 8 clients with the key, started while the flood holds its connections,
-# all connect (each gives up after 5 s: connect_timeout_ms).
+# all connect (each gives up after 5 s: connect_timeout_ms). Each dropped
+# handshake takes 200 ms to let go of its socket (a fault point), so that
+# the dropped ones pile up and the listener must wait for them at its
+# descriptor budget instead of running out.
 json_set "$SMART_CONFIG_PATH" "$WORK_DIR/brisk.json" "auth.key_file=\"$WORK_DIR/blade.key\"" connect_timeout_ms=5000
-start_blade bash -c 'ulimit -n 1024 && exec "$0" "$@"' "$blade" "$WORK_DIR/backend.json" --capacity 16
+SMART_FAULTS='delay=200ms@point:blade.handshake.dropped#1+' \
+  start_blade bash -c 'ulimit -n 1024 && exec "$0" "$@"' "$blade" "$WORK_DIR/backend.json" --capacity 16
 usual_log="$WORK_DIR/blade$((${#BLADE_PIDS[@]} - 1)).log"
 grep_log "the descriptor limit" "$usual_log" \
   "max_clients 1023 (.*) needs [0-9]* open files, but this process may open only 1024 .*serving at most [0-9]* clients"

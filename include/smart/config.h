@@ -168,6 +168,10 @@ struct BackendConfig {
   AuthConfig auth;  ///< `auth`: the blade's key; absent: smart_config.json's
   int nic_numa_node = -1;     ///< -1: no pinning
   int max_clients = 1023;    ///< sessions at once, those still in their handshake included (the session table has 1023 slots)
+  /// With a key, a client must have dialled the address its connection
+  /// arrived at, so that a relay cannot pass it on to another blade; true
+  /// lets forwarded connections in (NAT, a port mapping, a proxy).
+  bool accept_forwarded = false;
 
   /// Loads and checks `path`. Throws smart::Error.
   static BackendConfig LoadFile(const std::string& path);

@@ -342,6 +342,7 @@ BackendConfig BackendConfig::Parse(const std::string& text, const std::string& s
   r.get_int("tcp_port", &c.tcp_port, true, 0, 65535);
   r.get_int("nic_numa_node", &c.nic_numa_node, false, -1, 4096);
   r.get_int("max_clients", &c.max_clients, false, 1, kMaxSessions - 1);
+  r.get_bool("accept_forwarded", &c.accept_forwarded, false);
   r.get_string("bind", &c.bind, false);
   if (c.bind.empty()) r.fail("bind", "an address to listen on (127.0.0.1, ::1, 0.0.0.0, ::, a host name)", r.get("bind", true, ""));
   ReadAuth(r, source, &c.auth);

@@ -249,24 +249,28 @@ void Initiator::connect(node_t node, const std::string& host, int port, int qp_c
   AuthHello auth_hello;
   auth_hello.has_key = im.key.has_value();
   auth_hello.nonce = RandomNonce();
+  if (im.key) auth_hello.key_id = im.key->id();
+  // Where this connection goes, as this client sees it: both proofs cover
+  // it, and the blade checks it is where the connection arrived.
+  auth_hello.dialled = PeerAddress(conn->tcp_fd);
   const std::string auth_frame = auth_hello.Encode();
   transcript.add(auth_frame);
   SendFrame(conn->tcp_fd, auth_frame, peer);
   const std::string challenge_frame = RecvFrame(conn->tcp_fd, peer, kMaxAuthFrame, deadline);
   const AuthChallenge challenge = AuthChallenge::Decode(challenge_frame, peer);
   if (!challenge.error.empty()) {
-    throw Error("memory blade " + peer + " refused the connection: " + PeerText(challenge.error));
+    throw Error("memory blade " + peer + " refused the connection: " + PeerText(challenge.error) +
+                (im.key ? " (this client's key: " + im.key->path() + ", ID " + im.key->id() + ")" : ""));
   }
-  transcript.add(Unproven(challenge_frame, challenge.has_key));
+  transcript.add(challenge_frame);
   ClientHello hello;
   if (im.key) {
+    // The blade proves the key in its answer to this hello (handshake.h);
+    // one that has none gets neither endpoints nor a proof.
     std::string problem;
     if (!challenge.has_key) {
       problem = "it proves no key, and this client has one (auth.key_file " + im.key->path() +
                 "): give the memory blade the same key, or remove auth.key_file here";
-    } else if (!im.key->verify(AuthRole::kBlade, transcript, challenge.proof)) {
-      problem = "its proof does not match this client's key (" + im.key->path() +
-                "): the two sides' auth.key_file hold different keys";
     }
     if (!problem.empty()) {
       ClientHello give_up;
@@ -317,8 +321,9 @@ void Initiator::connect(node_t node, const std::string& host, int port, int qp_c
       throw Error("memory blade " + peer + " failed authentication: its answer carries no proof of the key");
     }
     if (!im.key->verify(AuthRole::kBladeHello, transcript, reply.proof)) {
-      throw Error("memory blade " + peer + " failed authentication: the proof in its answer does not match this "
-                  "handshake (messages altered in transit)");
+      throw Error("memory blade " + peer + " failed authentication: its proof does not match this client's key (" +
+                  im.key->path() + ", ID " + im.key->id() + ") and this handshake: the two sides' auth.key_file "
+                  "hold different keys, or messages were altered in transit");
     }
   }
   if (reply.endpoints.size() != static_cast<size_t>(qp_count)) {

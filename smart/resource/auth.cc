@@ -7,10 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
 #include "smart/logging.h"
+#include "smart/util/peer_text.h"
 #include "smart/status.h"
 
 namespace smart {
@@ -21,9 +23,8 @@ static_assert(crypto_auth_BYTES == kProofBytes, "a proof is one crypto_auth tag"
 static_assert(crypto_auth_KEYBYTES == 32, "crypto_auth takes a 32-byte key");
 
 // Role labels: a blade's proof never verifies as a client's and back.
-constexpr char kClientLabel[] = "SMART session v4: client proof";
-constexpr char kBladeLabel[] = "SMART session v4: memory blade proof";
-constexpr char kBladeHelloLabel[] = "SMART session v4: memory blade hello";
+constexpr char kClientLabel[] = "SMART session v5: client proof";
+constexpr char kBladeHelloLabel[] = "SMART session v5: memory blade hello";
 
 void InitSodium() {
   static std::once_flag once;
@@ -36,8 +37,6 @@ const char* Label(AuthRole role) {
   switch (role) {
     case AuthRole::kClient:
       return kClientLabel;
-    case AuthRole::kBlade:
-      return kBladeLabel;
     case AuthRole::kBladeHello:
       return kBladeHelloLabel;
   }
@@ -82,18 +81,20 @@ class WipeOnExit {
 
 SessionKey::~SessionKey() { wipe(); }
 
-SessionKey::SessionKey(const SessionKey& other) : key_(other.key_), path_(other.path_) {}
+SessionKey::SessionKey(const SessionKey& other) : key_(other.key_), path_(other.path_), id_(other.id_) {}
 
 SessionKey& SessionKey::operator=(const SessionKey& other) {
   if (this != &other) {
     wipe();
     key_ = other.key_;
     path_ = other.path_;
+    id_ = other.id_;
   }
   return *this;
 }
 
-SessionKey::SessionKey(SessionKey&& other) noexcept : key_(other.key_), path_(std::move(other.path_)) {
+SessionKey::SessionKey(SessionKey&& other) noexcept
+    : key_(other.key_), path_(std::move(other.path_)), id_(std::move(other.id_)) {
   other.wipe();
 }
 
@@ -101,6 +102,7 @@ SessionKey& SessionKey::operator=(SessionKey&& other) noexcept {
   if (this != &other) {
     key_ = other.key_;
     path_ = std::move(other.path_);
+    id_ = std::move(other.id_);
     other.wipe();
   }
   return *this;
@@ -108,22 +110,99 @@ SessionKey& SessionKey::operator=(SessionKey&& other) noexcept {
 
 void SessionKey::wipe() { sodium_memzero(key_.data(), key_.size()); }
 
-SessionKey SessionKey::FromBytes(const std::string& bytes, const std::string& name) {
-  return FromBuffer(bytes.data(), bytes.size(), name);
+namespace {
+
+constexpr char kHexDigits[] = "0123456789abcdef";
+
+std::string Hex(const unsigned char* bytes, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back(kHexDigits[bytes[i] >> 4]);
+    out.push_back(kHexDigits[bytes[i] & 15]);
+  }
+  return out;
 }
 
-SessionKey SessionKey::FromBuffer(const char* bytes, size_t size, const std::string& name) {
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// The hash's key (its bytes and the closing zero, the least it takes).
+constexpr char kKeyIdLabel[] = "SMART key id v1";
+static_assert(sizeof(kKeyIdLabel) >= crypto_generichash_KEYBYTES_MIN);
+constexpr char kHowToMakeOne[] = "make one with: smart_keygen PATH";
+
+}  // namespace
+
+std::string KeyId(const std::string& key) {
   InitSodium();
-  if (size < kMinKeyFileBytes || size > kMaxKeyFileBytes) {
-    throw Error("key file " + name + " holds " + std::to_string(size) + " bytes; expected " +
-                std::to_string(kMinKeyFileBytes) + ".." + std::to_string(kMaxKeyFileBytes) +
-                " (make one with smart_keygen, or: head -c 32 /dev/urandom > smart.key)");
+  unsigned char hash[crypto_generichash_BYTES_MIN];
+  crypto_generichash(hash, sizeof(hash), reinterpret_cast<const unsigned char*>(key.data()), key.size(),
+                     reinterpret_cast<const unsigned char*>(kKeyIdLabel), sizeof(kKeyIdLabel));
+  return Hex(hash, kKeyIdBytes);
+}
+
+std::string KeyFileText(const std::string& key) {
+  return std::string(kKeyFileHeader) + "\nid " + KeyId(key) + "\nkey " +
+         Hex(reinterpret_cast<const unsigned char*>(key.data()), key.size()) + "\n";
+}
+
+SessionKey SessionKey::FromBytes(const std::string& bytes, const std::string& name) {
+  InitSodium();
+  if (bytes.size() != kKeyBytes) {
+    throw Error("key " + name + " has " + std::to_string(bytes.size()) + " bytes; a key has " +
+                std::to_string(kKeyBytes));
   }
   SessionKey key;
   key.path_ = name;
-  // Any length of key material becomes one MAC key of the right size.
-  crypto_generichash(key.key_.data(), key.key_.size(), reinterpret_cast<const unsigned char*>(bytes), size, nullptr,
-                     0);
+  memcpy(key.key_.data(), bytes.data(), kKeyBytes);
+  key.id_ = KeyId(bytes);
+  return key;
+}
+
+SessionKey SessionKey::Parse(const std::string& text, const std::string& name) {
+  auto bad = [&](const std::string& why) {
+    return Error("the key file " + name + " " + why + "; a key file is what smart_keygen writes (\"" +
+                 kKeyFileHeader + "\", an id line and a key line of 64 hex digits): " + kHowToMakeOne);
+  };
+  // Exactly three lines, the last newline optional.
+  std::string lines[3];
+  size_t at = 0;
+  for (int i = 0; i < 3; ++i) {
+    const size_t nl = text.find('\n', at);
+    if (nl == std::string::npos && i < 2) throw bad("is not a key file (fewer than three lines)");
+    lines[i] = text.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+    at = nl == std::string::npos ? text.size() : nl + 1;
+  }
+  if (at != text.size()) throw bad("is not a key file (more than three lines)");
+  if (lines[0] != kKeyFileHeader) {
+    throw bad(lines[0].rfind("SMART-KEY ", 0) == 0 ? "has a format this release does not read (\"" +
+                                                         PeerText(lines[0], 32) + "\")"
+                                                   : "is not a key file (no \"" + std::string(kKeyFileHeader) +
+                                                         "\" first line)");
+  }
+  if (lines[1].size() != 3 + 2 * kKeyIdBytes || lines[1].compare(0, 3, "id ") != 0) {
+    throw bad("has no valid id line (\"id \" and 16 hex digits)");
+  }
+  if (lines[2].size() != 4 + 2 * kKeyBytes || lines[2].compare(0, 4, "key ") != 0) {
+    throw bad("has no valid key line (\"key \" and 64 hex digits)");
+  }
+  std::string raw(kKeyBytes, '\0');
+  const WipeOnExit wipe_raw(raw.data(), raw.size());
+  for (size_t i = 0; i < kKeyBytes; ++i) {
+    const int hi = HexValue(lines[2][4 + 2 * i]);
+    const int lo = HexValue(lines[2][5 + 2 * i]);
+    if (hi < 0 || lo < 0) throw bad("has no valid key line (\"key \" and 64 lowercase hex digits)");
+    raw[i] = static_cast<char>(hi << 4 | lo);
+  }
+  sodium_memzero(lines[2].data(), lines[2].size());
+  SessionKey key = FromBytes(raw, name);
+  if (lines[1].compare(3, std::string::npos, key.id_) != 0) {
+    throw bad("is damaged: its id line says " + PeerText(lines[1].substr(3), 16) + " but its key's ID is " +
+              key.id_);
+  }
   return key;
 }
 
@@ -134,6 +213,21 @@ SessionKey SessionKey::Load(const std::string& path, const std::string& what) {
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
     throw Error("the key file \"" + path + "\" (" + what + ") is not a regular file");
+  }
+  // As ssh treats a private key: another user's file, or one that others
+  // may read or change, is not this process's secret.
+  if (st.st_uid != geteuid()) {
+    close(fd);
+    throw Error("the key file \"" + path + "\" (" + what + ") belongs to uid " + std::to_string(st.st_uid) +
+                ", not to this process's user (uid " + std::to_string(geteuid()) +
+                "): give each user its own copy (install -m 600 -o USER)");
+  }
+  if ((st.st_mode & 0077) != 0) {
+    close(fd);
+    char mode[8];
+    snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    throw Error("the key file \"" + path + "\" (" + what + ") may be read or written by group or others (mode " +
+                mode + "): chmod 600 " + path);
   }
   std::string bytes(kMaxKeyFileBytes + 1, '\0');
   const WipeOnExit wipe_bytes(bytes.data(), bytes.size());  // on every path, errors too
@@ -150,11 +244,9 @@ SessionKey SessionKey::Load(const std::string& path, const std::string& what) {
     got += static_cast<size_t>(n);
   }
   close(fd);
-  if ((st.st_mode & 0077) != 0) {
-    SMART_WARN("the key file %s can be read by other users (mode %04o): chmod 600 %s", path.c_str(),
-               static_cast<unsigned>(st.st_mode & 07777), path.c_str());
-  }
-  SessionKey key = FromBuffer(bytes.data(), got, "\"" + path + "\" (" + what + ")");
+  std::string text(bytes.data(), std::min(got, kMaxKeyFileBytes));
+  const WipeOnExit wipe_text(text.data(), text.size());
+  SessionKey key = Parse(text, "\"" + path + "\" (" + what + ")");
   key.path_ = path;
   return key;
 }
@@ -179,22 +271,25 @@ Nonce RandomNonce() {
   return nonce;
 }
 
-void WriteNewKeyFile(const std::string& path) {
+std::string WriteNewKeyFile(const std::string& path) {
   InitSodium();
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     throw Error("cannot create the key file \"" + path + "\": " + strerror(errno) +
                 (errno == EEXIST ? " (an existing key is never replaced; remove it first)" : ""));
   }
-  unsigned char bytes[kMinKeyFileBytes];
-  randombytes_buf(bytes, sizeof(bytes));
-  const ssize_t n = write(fd, bytes, sizeof(bytes));
+  std::string key(kKeyBytes, '\0');
+  const WipeOnExit wipe_key(key.data(), key.size());
+  randombytes_buf(key.data(), key.size());
+  std::string text = KeyFileText(key);
+  const WipeOnExit wipe_text(text.data(), text.size());
+  const ssize_t n = write(fd, text.data(), text.size());
   const int write_errno = errno;
-  sodium_memzero(bytes, sizeof(bytes));
-  if (n != static_cast<ssize_t>(sizeof(bytes)) || fsync(fd) != 0 || close(fd) != 0) {
+  if (n != static_cast<ssize_t>(text.size()) || fsync(fd) != 0 || close(fd) != 0) {
     unlink(path.c_str());
     throw Error("cannot write the key file \"" + path + "\": " + strerror(n < 0 ? write_errno : errno));
   }
+  return KeyId(key);
 }
 
 bool IsLoopbackAddress(const std::string& address) {

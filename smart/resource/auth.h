@@ -18,16 +18,24 @@ namespace smart {
 
 constexpr size_t kNonceBytes = 32;
 constexpr size_t kProofBytes = 32;
-// A key file holds at least this many bytes (`head -c 32 /dev/urandom`).
-constexpr size_t kMinKeyFileBytes = 32;
+constexpr size_t kKeyBytes = 32;   // a key: 32 random bytes
+constexpr size_t kKeyIdBytes = 8;  // its ID (KeyId)
+// A key file, as smart_keygen writes it: three lines of text,
+//   SMART-KEY v1
+//   id 3f9a0c1e5b7d2a4c
+//   key <64 hex digits>
+// The ID is derived from the key (KeyId): it names the key in messages and
+// in the handshake, never reveals it, and a file whose ID does not match its
+// key is refused as damaged.
+constexpr char kKeyFileHeader[] = "SMART-KEY v1";
 constexpr size_t kMaxKeyFileBytes = 4096;
 
 using Nonce = std::array<uint8_t, kNonceBytes>;
 using Proof = std::array<uint8_t, kProofBytes>;
 
-// Who proves what: the client its hello, the blade its challenge and later
-// its hello (the pool's address, rkey and memory handle).
-enum class AuthRole { kClient, kBlade, kBladeHello };
+// Who proves what: the client its hello (first), then the blade its hello
+// (the pool's address, rkey and memory handle).
+enum class AuthRole { kClient, kBladeHello };
 
 // The handshake as one side saw it: each message in order, with its length.
 // A proof covers its hash (crypto_generichash), so it vouches for every byte
@@ -53,32 +61,44 @@ class SessionKey {
   SessionKey& operator=(SessionKey&& other) noexcept;
 
   // Reads `path` (`what` names the config key in errors, e.g.
-  // "auth.key_file in backend.json"). Throws smart::Error when the file
-  // cannot be read, is not a regular file, or is shorter than 32 bytes.
+  // "auth.key_file in backend.json"). Throws smart::Error, saying how to
+  // make a good one, when the file cannot be read, is not a regular file,
+  // belongs to another user, may be read or written by group or others, or
+  // is not a key file in the format above.
   static SessionKey Load(const std::string& path, const std::string& what);
-  // A key from bytes (tests). Same length rule as Load.
+  // A key file's text (the format above); `name` names it in errors.
+  static SessionKey Parse(const std::string& text, const std::string& name);
+  // A key from its 32 bytes (tests).
   static SessionKey FromBytes(const std::string& bytes, const std::string& name);
 
   const std::string& path() const { return path_; }
+  // The key's ID, 16 hex digits (KeyId).
+  const std::string& id() const { return id_; }
   Proof prove(AuthRole role, const Transcript& transcript) const;
   // Constant-time comparison with the proof `role` would give.
   bool verify(AuthRole role, const Transcript& transcript, const Proof& proof) const;
 
  private:
   SessionKey() = default;
-  static SessionKey FromBuffer(const char* bytes, size_t size, const std::string& name);
   void wipe();
 
   std::array<uint8_t, 32> key_{};
   std::string path_;
+  std::string id_;
 };
+
+// The ID of a key: the first 8 bytes of a keyed hash of it, in hex.
+std::string KeyId(const std::string& key);
+// The text of a key file holding `key` (32 bytes).
+std::string KeyFileText(const std::string& key);
 
 // A fresh random nonce (libsodium's randombytes).
 Nonce RandomNonce();
 
-// Writes 32 random bytes to `path`, created with mode 0600 (never replacing
-// an existing file). Throws smart::Error naming the path and the cause.
-void WriteNewKeyFile(const std::string& path);
+// Writes a key file with a new random key to `path`, created with mode 0600
+// (never replacing an existing file); returns the key's ID. Throws
+// smart::Error naming the path and the cause.
+std::string WriteNewKeyFile(const std::string& path);
 
 // True for an address that only this host can reach: 127.0.0.0/8, ::1,
 // "localhost". Anything else (0.0.0.0, ::, a host name) is beyond loopback.

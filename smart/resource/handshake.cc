@@ -74,6 +74,10 @@ std::string AuthHello::Encode() const {
   PutHeader(w, HandshakeMessage::kAuthHello);
   w.u8(has_key ? 1 : 0);
   w.bytes(nonce.data(), nonce.size());
+  if (has_key) w.str(key_id);
+  w.u8(dialled.family);
+  w.bytes(dialled.addr, sizeof(dialled.addr));
+  w.u16(dialled.port);
   return w.data();
 }
 
@@ -84,11 +88,26 @@ AuthHello AuthHello::Decode(const std::string& data, const std::string& peer) {
   AuthHello hello;
   hello.has_key = GetFlag(r, what, "key");
   r.bytes(hello.nonce.data(), hello.nonce.size());
+  if (hello.has_key) {
+    hello.key_id = r.str(2 * kKeyIdBytes);
+    if (hello.key_id.size() != 2 * kKeyIdBytes ||
+        hello.key_id.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      throw Error("malformed " + what + ": a key ID of " + std::to_string(hello.key_id.size()) +
+                  " bytes that is not 16 hex digits");
+    }
+  }
+  hello.dialled.family = r.u8();
+  if (hello.dialled.family != 0 && hello.dialled.family != 4 && hello.dialled.family != 6) {
+    throw Error("malformed " + what + ": address family " + std::to_string(hello.dialled.family) +
+                " (expected 4 or 6)");
+  }
+  r.bytes(hello.dialled.addr, sizeof(hello.dialled.addr));
+  hello.dialled.port = r.u16();
   r.finish();
   return hello;
 }
 
-std::string AuthChallenge::EncodeUnproven() const {
+std::string AuthChallenge::Encode() const {
   WireWriter w;
   PutHeader(w, HandshakeMessage::kAuthChallenge);
   w.str(error);
@@ -96,12 +115,6 @@ std::string AuthChallenge::EncodeUnproven() const {
   w.u8(has_key ? 1 : 0);
   w.bytes(nonce.data(), nonce.size());
   return w.data();
-}
-
-std::string AuthChallenge::Encode() const {
-  std::string data = EncodeUnproven();
-  if (error.empty() && has_key) data.append(reinterpret_cast<const char*>(proof.data()), proof.size());
-  return data;
 }
 
 AuthChallenge AuthChallenge::Decode(const std::string& data, const std::string& peer) {
@@ -116,7 +129,6 @@ AuthChallenge AuthChallenge::Decode(const std::string& data, const std::string& 
   }
   challenge.has_key = GetFlag(r, what, "key");
   r.bytes(challenge.nonce.data(), challenge.nonce.size());
-  if (challenge.has_key) r.bytes(challenge.proof.data(), challenge.proof.size());
   r.finish();
   return challenge;
 }

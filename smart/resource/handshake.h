@@ -1,18 +1,26 @@
 // The connection handshake between a compute blade and a memory blade, over
 // TCP, in four messages and a readiness exchange:
-//   client -> blade  AuthHello      a random nonce; whether the client has a key
-//   blade -> client  AuthChallenge  the blade's nonce and, with a key, its proof
+//   client -> blade  AuthHello      a random nonce; the ID of the client's key
+//                                   (if it has one); the address it dialled
+//   blade -> client  AuthChallenge  the blade's nonce; whether it has a key
 //   client -> blade  ClientHello    queue pair endpoints and the client's proof
 //   blade -> client  ServerHello    memory regions, endpoints, transport details
 //                                   and, with a key, the blade's proof
 // then both confirm readiness; the TCP connection stays open so that either
-// side learns at once when the other goes away. A blade with a key checks the
-// client's proof before it creates anything or reveals any address, rkey or
-// memory handle; a client with a key checks the blade's first proof before it
-// sends its endpoints, and its second before it uses anything the
-// ServerHello says. Each proof covers the transcript up to it: every earlier
-// message and its own message but the proof (smart/resource/auth.h), so a
-// relay cannot pass a proof on with other endpoints or other regions.
+// side learns at once when the other goes away. Each proof covers the
+// transcript up to it: every earlier message and its own message but the
+// proof (smart/resource/auth.h), so a relay cannot pass a proof on with other
+// endpoints, other regions or another dialled address.
+//
+// The client proves first, and only to the blade it dialled: a blade hands
+// out no proof to a peer that has not proven the key, so connecting to a
+// blade yields nothing to test key guesses against offline. A blade with a
+// key checks, before anything else, that the key IDs match and that the
+// address the client dialled is where the connection arrived (a relay or
+// port mapping in between is refused unless backend.json allows it); it
+// checks the client's proof before it creates anything or reveals any
+// address, rkey or memory handle. A client with a key checks the blade's
+// proof before it uses anything the ServerHello says.
 #pragma once
 
 #include <cstdint>
@@ -21,12 +29,13 @@
 
 #include "smart/common.h"
 #include "smart/resource/auth.h"
+#include "smart/resource/net.h"
 #include "smart/transport.h"
 
 namespace smart {
 
 constexpr uint32_t kHandshakeMagic = 0x54524d53;  // "SMRT"
-constexpr uint16_t kHandshakeVersion = 5;
+constexpr uint16_t kHandshakeVersion = 6;
 // Frame limits: nothing before a proven key may make the other side
 // buffer more than a small message.
 constexpr uint32_t kMaxAuthFrame = 8192;
@@ -42,6 +51,8 @@ enum class HandshakeMessage : uint8_t { kAuthHello = 1, kAuthChallenge = 2, kCli
 struct AuthHello {
   bool has_key = false;  // the client will check the blade's proof
   Nonce nonce{};
+  std::string key_id;    // with has_key: its key's ID (16 hex digits)
+  SocketAddress dialled;  // the blade's address as the client connected to it
 
   std::string Encode() const;
   static AuthHello Decode(const std::string& data, const std::string& peer);
@@ -51,9 +62,7 @@ struct AuthChallenge {
   std::string error;  // non-empty: the memory blade refused the client
   bool has_key = false;
   Nonce nonce{};
-  Proof proof{};  // with has_key: the blade's proof (AuthRole::kBlade)
 
-  std::string EncodeUnproven() const;  // all but the proof, which comes last
   std::string Encode() const;
   static AuthChallenge Decode(const std::string& data, const std::string& peer);
 };

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -248,6 +249,62 @@ void WireReader::finish() const {
   if (pos_ != data_.size()) {
     throw Error("malformed " + what_ + ": " + std::to_string(data_.size() - pos_) + " unexpected trailing bytes");
   }
+}
+
+namespace {
+
+SocketAddress FromSockaddr(const sockaddr_storage& ss) {
+  SocketAddress a;
+  if (ss.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
+    a.family = 4;
+    memcpy(a.addr, &in->sin_addr, 4);
+    a.port = ntohs(in->sin_port);
+  } else if (ss.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+    a.port = ntohs(in6->sin6_port);
+    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+      a.family = 4;
+      memcpy(a.addr, in6->sin6_addr.s6_addr + 12, 4);
+    } else {
+      a.family = 6;
+      memcpy(a.addr, in6->sin6_addr.s6_addr, 16);
+    }
+  }
+  return a;
+}
+
+}  // namespace
+
+bool SocketAddress::operator==(const SocketAddress& o) const {
+  return family == o.family && port == o.port && memcmp(addr, o.addr, family == 4 ? 4 : 16) == 0;
+}
+
+std::string SocketAddress::ToString() const {
+  char text[INET6_ADDRSTRLEN] = "?";
+  if (family == 4) {
+    inet_ntop(AF_INET, addr, text, sizeof(text));
+    return std::string(text) + ":" + std::to_string(port);
+  }
+  if (family == 6) {
+    inet_ntop(AF_INET6, addr, text, sizeof(text));
+    return "[" + std::string(text) + "]:" + std::to_string(port);
+  }
+  return "an unknown address";
+}
+
+SocketAddress PeerAddress(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
+  return FromSockaddr(ss);
+}
+
+SocketAddress LocalAddress(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
+  return FromSockaddr(ss);
 }
 
 }  // namespace smart

@@ -17,6 +17,22 @@ int TcpListen(const std::string& address, int port, int* bound_port);
 void SetSocketTimeouts(int fd, int timeout_ms);
 void CloseFd(int* fd);
 
+// A TCP endpoint as the handshake carries it: IPv4 (IPv4-mapped IPv6
+// addresses become IPv4) or IPv6, and a port.
+struct SocketAddress {
+  uint8_t family = 0;  // 4 or 6; 0: unknown
+  uint8_t addr[16] = {};
+  uint16_t port = 0;
+
+  bool operator==(const SocketAddress& o) const;
+  bool operator!=(const SocketAddress& o) const { return !(*this == o); }
+  std::string ToString() const;  // "10.0.0.2:5000", "[fe80::1]:5000"
+};
+// The remote end of a connected socket (what a client dialled), and the
+// local end (where a blade's accepted connection arrived). Family 0 on error.
+SocketAddress PeerAddress(int fd);
+SocketAddress LocalAddress(int fd);
+
 // A point in time by which a whole exchange must be over.
 using Deadline = std::chrono::steady_clock::time_point;
 constexpr Deadline kNoDeadline = Deadline::max();

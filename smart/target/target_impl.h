@@ -85,6 +85,8 @@ struct Target::Impl {
   // flood of bad handshakes must not flood the log.
   LogRateLimit refused_log;    // refused at accept
   LogRateLimit refusals_log;   // refused during the handshake
+  LogRateLimit wrong_key_log;  // refused: the client's key ID is not the blade's
+  LogRateLimit forwarded_log;  // refused: the client dialled another address
   LogRateLimit gave_up_log;    // clients that gave up
   LogRateLimit failures_log;   // handshakes that failed
   LogRateLimit evicted_log;    // handshakes dropped for newer connections

@@ -354,9 +354,11 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
   const Deadline deadline = Now() + std::chrono::milliseconds(smart_config.connect_timeout_ms);
   // Which answer the client waits for, should the handshake fail.
   enum class Stage { kChallenge, kServerHello, kDone } stage = Stage::kChallenge;
-  auto refuse_client = [&](const std::string& reason, bool log = true) {
+  // Refuses the client with `reason`, logged through `log` (each kind of
+  // refusal at most once a second; nullptr: not logged).
+  auto refuse_client = [&](const std::string& reason, LogRateLimit* log) {
     uint64_t suppressed = 0;
-    if (log && refusals_log.allow(&suppressed)) {
+    if (log != nullptr && log->allow(&suppressed)) {
       SMART_WARN("memory blade: refused client %s: %s%s", peer.c_str(), reason.c_str(),
                  LogRateLimit::Suppressed(suppressed).c_str());
     }
@@ -380,15 +382,36 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
     transcript.add(auth_frame);
     if (key && !auth_hello.has_key) {
       refuse_client("the memory blade requires a key and the client has none: set \"auth\": {\"key_file\": ...} "
-                    "in the client's smart_config.json to a copy of the memory blade's key file");
+                    "in the client's smart_config.json to a copy of the memory blade's key file",
+                    &refusals_log);
       return;
     }
+    if (key && auth_hello.key_id != key->id()) {
+      refuse_client("the client's key (ID " + auth_hello.key_id + ") is not the memory blade's (ID " + key->id() +
+                    "): give both sides the same key file (smart_keygen prints a key's ID, and so does the first "
+                    "line of every refusal)",
+                    &wrong_key_log);
+      return;
+    }
+    // The client's proof will cover the address it dialled: a relay that
+    // passed the connection on to this blade cannot change it.
+    const SocketAddress arrived = LocalAddress(fd);
+    if (key && !backend_config.accept_forwarded && auth_hello.dialled != arrived) {
+      refuse_client("the client dialled " + auth_hello.dialled.ToString() + " but its connection arrived at " +
+                    arrived.ToString() + ": something forwards connections between them (a relay, NAT or a port "
+                    "mapping), so the client may not be talking to the memory blade it meant; if the forwarding is "
+                    "intended, set \"accept_forwarded\": true in this blade's backend.json",
+                    &forwarded_log);
+      return;
+    }
+    // No proof here: the blade proves the key only to a client that proved
+    // it first (handshake.h).
     AuthChallenge challenge;
     challenge.nonce = RandomNonce();
     challenge.has_key = key.has_value();
-    transcript.add(challenge.EncodeUnproven());
-    if (key) challenge.proof = key->prove(AuthRole::kBlade, transcript);
-    SendFrame(fd, challenge.Encode(), peer);
+    const std::string challenge_frame = challenge.Encode();
+    transcript.add(challenge_frame);
+    SendFrame(fd, challenge_frame, peer);
     stage = Stage::kServerHello;
 
     const std::string hello_frame = RecvFrame(fd, peer, kMaxHelloFrame, deadline);
@@ -403,15 +426,17 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
       }
       stage = Stage::kDone;
     } else if (key && !hello.has_proof) {
-      refuse_client("authentication failed: the client sent no proof of the key");
+      refuse_client("authentication failed: the client sent no proof of the key", &refusals_log);
     } else if (key && !key->verify(AuthRole::kClient, transcript, hello.proof)) {
       refuse_client("authentication failed: the client's proof does not match the memory blade's key and this "
                     "handshake (the two sides' auth.key_file hold different keys, or messages were altered in "
-                    "transit)");
+                    "transit)",
+                    &refusals_log);
     } else if (hello.transport != device->kind()) {
       refuse_client(std::string("the memory blade uses the ") + TransportKindName(device->kind()) +
                     " transport and the client " + TransportKindName(hello.transport) +
-                    ": set \"transport\" in smart_config.json to the same value on both");
+                    ": set \"transport\" in smart_config.json to the same value on both",
+                    &refusals_log);
     }
     if (stage == Stage::kDone) return;  // refused: nothing more to do or say
     {
@@ -488,7 +513,7 @@ void Target::Impl::handshake(int fd, HandshakeState* state) {
     }
     // Tell the client why, in the answer it waits for; best effort.
     try {
-      refuse_client(why, false);
+      refuse_client(why, nullptr);
     } catch (const std::exception&) {
     }
   }

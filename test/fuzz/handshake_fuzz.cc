@@ -54,9 +54,16 @@ void Client(const std::string& bytes) {
 void Auth(const std::string& bytes) {
   try {
     const smart::AuthHello hello = smart::AuthHello::Decode(bytes, "fuzzed auth hello");
-    FuzzCheck(bytes.size() == 4 + 2 + 1 + 1 + smart::kNonceBytes, "an auth hello decoded from the wrong length");
+    const size_t key_id = hello.has_key ? 4 + 2 * smart::kKeyIdBytes : 0;
+    FuzzCheck(bytes.size() == 4 + 2 + 1 + 1 + smart::kNonceBytes + key_id + 1 + 16 + 2,
+              "an auth hello decoded from the wrong length");
+    FuzzCheck(!hello.has_key || hello.key_id.size() == 2 * smart::kKeyIdBytes, "an auth hello decoded a bad key ID");
+    FuzzCheck(hello.dialled.family == 0 || hello.dialled.family == 4 || hello.dialled.family == 6,
+              "an auth hello decoded an unknown address family");
     const smart::AuthHello again = smart::AuthHello::Decode(hello.Encode(), "re-encoded auth hello");
-    FuzzCheck(again.has_key == hello.has_key && again.nonce == hello.nonce,
+    FuzzCheck(again.has_key == hello.has_key && again.nonce == hello.nonce && again.key_id == hello.key_id &&
+                  again.dialled.family == hello.dialled.family && again.dialled.port == hello.dialled.port &&
+                  memcmp(again.dialled.addr, hello.dialled.addr, sizeof(hello.dialled.addr)) == 0,
               "an auth hello does not survive encode and decode");
   } catch (const smart::Error&) {
   }
@@ -66,11 +73,9 @@ void Auth(const std::string& bytes) {
   } catch (const smart::Error&) {
     return;
   }
-  FuzzCheck(challenge.has_key || Zero(challenge.proof), "a challenge without a key flag decoded a proof");
   FuzzCheck(challenge.error.size() <= smart::kMaxHandshakeError, "a challenge decoded an overlong error");
   const smart::AuthChallenge again = smart::AuthChallenge::Decode(challenge.Encode(), "re-encoded auth challenge");
-  FuzzCheck(again.error == challenge.error && again.has_key == challenge.has_key && again.nonce == challenge.nonce &&
-                again.proof == challenge.proof,
+  FuzzCheck(again.error == challenge.error && again.has_key == challenge.has_key && again.nonce == challenge.nonce,
             "an auth challenge does not survive encode and decode");
 }
 

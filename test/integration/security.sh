@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Authenticated sessions and bounded handshakes between real processes:
-#   - a blade with a key: the right key connects; a wrong key and no key are
-#     refused, with a clear error on both sides naming the peer;
+#   - a blade with a key: the right key connects; a wrong key (named by its
+#     ID) and no key are refused, with a clear error on both sides naming the
+#     peer; raw bytes and a key file others may read are no key;
 #   - beyond loopback without a key the blade refuses to start;
 #   - shm: a client running as another user (nobody) does not get the pool,
 #     unless the blade's auth.allow_uids lists it, and never a pool kept in a
@@ -41,9 +42,9 @@ grep_log() {
 }
 
 "$SMART_BIN/smart_keygen" "$WORK_DIR/blade.key" >/dev/null
-[[ $(stat -c %a "$WORK_DIR/blade.key") == 600 && $(stat -c %s "$WORK_DIR/blade.key") == 32 ]] ||
-  fail "smart_keygen did not write 32 bytes with mode 0600"
-(umask 077 && head -c 32 /dev/urandom >"$WORK_DIR/wrong.key")
+[[ $(stat -c %a "$WORK_DIR/blade.key") == 600 && $(head -n 1 "$WORK_DIR/blade.key") == "SMART-KEY v1" ]] ||
+  fail "smart_keygen did not write a key file with mode 0600"
+"$SMART_BIN/smart_keygen" "$WORK_DIR/wrong.key" >/dev/null
 json_set - "$WORK_DIR/backend.json" capacity=64 tcp_port=0 "auth={\"key_file\": \"$WORK_DIR/blade.key\"}"
 json_set "$SMART_CONFIG_PATH" "$WORK_DIR/right.json" "auth.key_file=\"$WORK_DIR/blade.key\""
 json_set "$SMART_CONFIG_PATH" "$WORK_DIR/wrong.json" "auth.key_file=\"$WORK_DIR/wrong.key\""
@@ -60,15 +61,29 @@ pass "the right key connects"
 
 SMART_CONFIG_PATH=$WORK_DIR/wrong.json expect_fail "a client with the wrong key" \
   "$client" setup-counter --server "$server" --root 1
-grep_log "wrong key, client" "$WORK_DIR/expect_fail.log" "memory blade $server failed authentication"
-grep_log "wrong key, client" "$WORK_DIR/expect_fail.log" "different keys"
-grep_log "wrong key, blade" "$keyed_log" "client 127.0.0.1:[0-9]* gave up the handshake.*different keys"
-pass "wrong key: $(grep -o 'failed authentication.*' "$WORK_DIR/expect_fail.log" | head -n 1)"
+blade_id=$(sed -n 's/^id //p' "$WORK_DIR/blade.key")
+wrong_id=$(sed -n 's/^id //p' "$WORK_DIR/wrong.key")
+grep_log "wrong key, client" "$WORK_DIR/expect_fail.log" "memory blade $server refused the connection"
+grep_log "wrong key, client" "$WORK_DIR/expect_fail.log" "the client's key (ID $wrong_id) is not the memory blade's (ID $blade_id)"
+grep_log "wrong key, blade" "$keyed_log" "refused client 127.0.0.1:[0-9]*: the client's key (ID $wrong_id)"
+pass "wrong key: $(grep -o "the client's key.*blade's (ID [0-9a-f]*)" "$WORK_DIR/expect_fail.log" | head -n 1)"
 
 expect_fail "a client without a key" "$client" setup-counter --server "$server" --root 1
 grep_log "no key, client" "$WORK_DIR/expect_fail.log" "memory blade $server refused the connection: .*requires a key"
 grep_log "no key, blade" "$keyed_log" "refused client 127.0.0.1:[0-9]*: .*requires a key"
 pass "no key: refused on both sides"
+
+# Not keys: 32 raw random bytes (what a key file used to be), and a key file
+# that others may read. A blade refuses to start on either, saying what to do.
+(umask 077 && head -c 32 /dev/urandom >"$WORK_DIR/raw.key")
+json_set - "$WORK_DIR/raw.json" capacity=16 tcp_port=0 "auth={\"key_file\": \"$WORK_DIR/raw.key\"}"
+expect_fail "a blade with raw bytes for a key" "$blade" "$WORK_DIR/raw.json"
+grep_log "raw key" "$WORK_DIR/expect_fail.log" "raw.key.* is not a key file.*smart_keygen"
+cp "$WORK_DIR/blade.key" "$WORK_DIR/open.key" && chmod 644 "$WORK_DIR/open.key"
+json_set - "$WORK_DIR/open-key.json" capacity=16 tcp_port=0 "auth={\"key_file\": \"$WORK_DIR/open.key\"}"
+expect_fail "a blade with a world-readable key" "$blade" "$WORK_DIR/open-key.json"
+grep_log "open key" "$WORK_DIR/expect_fail.log" "open.key.*may be read or written by group or others (mode 0644): chmod 600"
+pass "keys: raw bytes and a world-readable key file are refused"
 
 # --- where it listens ------------------------------------------------------------
 json_set - "$WORK_DIR/open.json" capacity=16 tcp_port=0

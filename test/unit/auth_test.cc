@@ -32,11 +32,15 @@ class TempDir {
     path_ = mkdtemp(name);
   }
   ~TempDir() { [[maybe_unused]] int rc = system(("rm -rf " + path_).c_str()); }
-  std::string write(const std::string& name, const std::string& bytes) const {
+  std::string write(const std::string& name, const std::string& bytes, mode_t mode = 0600) const {
     const std::string path = path_ + "/" + name;
     std::ofstream(path, std::ios::binary) << bytes;
-    chmod(path.c_str(), 0600);
+    chmod(path.c_str(), mode);
     return path;
+  }
+  // A key file holding the 32-byte `key`.
+  std::string write_key(const std::string& name, const std::string& key) const {
+    return write(name, KeyFileText(key));
   }
   const std::string& path() const { return path_; }
 
@@ -89,6 +93,8 @@ class RawClient {
  public:
   explicit RawClient(int port) : fd_(TcpConnect("127.0.0.1", port, 5000)) { SetSocketTimeouts(fd_, 20000); }
   ~RawClient() { CloseFd(&fd_); }
+  // The blade's address as this client dialled it.
+  SocketAddress dialled() const { return PeerAddress(fd_); }
   void send_frame(const std::string& body) { SendFrame(fd_, body, "blade"); }
   void send_bytes(const std::string& bytes) { ASSERT_EQ(send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size())); }
   void finish_sending() { shutdown(fd_, SHUT_WR); }
@@ -125,11 +131,13 @@ ClientHello HelloWithProof(const SessionKey* key, Transcript transcript) {
   return hello;
 }
 
-// An auth hello that says the client holds a key, with `nonce`.
-AuthHello KeyedHello(const Nonce& nonce) {
+// An auth hello that says `client` holds key A, with `nonce`.
+AuthHello KeyedHello(const RawClient& client, const Nonce& nonce) {
   AuthHello hello;
   hello.has_key = true;
   hello.nonce = nonce;
+  hello.key_id = KeyId(kKeyA);
+  hello.dialled = client.dialled();
   return hello;
 }
 
@@ -143,7 +151,7 @@ AuthChallenge SendAuthHello(RawClient& client, const AuthHello& hello) {
 Transcript Opening(const AuthHello& hello, const AuthChallenge& challenge) {
   Transcript transcript;
   transcript.add(hello.Encode());
-  transcript.add(challenge.EncodeUnproven());
+  transcript.add(challenge.Encode());
   return transcript;
 }
 
@@ -154,20 +162,28 @@ bool Contains(const std::string& haystack, const void* needle, size_t n) {
 class AuthenticatedBlade : public ::testing::Test {
  protected:
   void SetUp() override {
-    key_path_ = dir_.write("smart.key", kKeyA);
+    key_path_ = dir_.write_key("smart.key", kKeyA);
     blade_ = StartBlade(ConfigWithKey(key_path_));
     key_.emplace(SessionKey::FromBytes(kKeyA, "test key"));
     // What a successful handshake reveals, to look for in failed ones.
     RawClient client(blade_->port());
-    const AuthHello hello = KeyedHello(RandomNonce());
+    const AuthHello hello = KeyedHello(client, RandomNonce());
     const AuthChallenge challenge = SendAuthHello(client, hello);
     ASSERT_TRUE(challenge.error.empty()) << challenge.error;
-    ASSERT_TRUE(key_->verify(AuthRole::kBlade, Opening(hello, challenge), challenge.proof));
+    ASSERT_TRUE(challenge.has_key);
     recorded_nonce_ = hello.nonce;
-    recorded_hello_ = HelloWithProof(&*key_, Opening(hello, challenge)).Encode();
+    Transcript transcript = Opening(hello, challenge);
+    const ClientHello proven = HelloWithProof(&*key_, transcript);
+    recorded_hello_ = proven.Encode();
+    transcript.add(proven.EncodeUnproven());
     client.send_frame(recorded_hello_);
-    const ServerHello reply = ServerHello::Decode(client.recv_frame(), "blade");
+    const std::string reply_frame = client.recv_frame();
+    const ServerHello reply = ServerHello::Decode(reply_frame, "blade");
     ASSERT_TRUE(reply.error.empty()) << reply.error;
+    // The blade's one proof, over the whole handshake.
+    ASSERT_TRUE(reply.has_proof);
+    transcript.add(Unproven(reply_frame, true));
+    ASSERT_TRUE(key_->verify(AuthRole::kBladeHello, transcript, reply.proof));
     secret_addr_ = reply.regions[kMainMemoryRegion].addr;
     secret_rkey_ = reply.regions[kMainMemoryRegion].rkey;
     secret_path_ = reply.exported.substr(0, reply.exported.find('\0'));
@@ -201,17 +217,20 @@ TEST_F(AuthenticatedBlade, TheRightKeyConnects) {
 }
 
 TEST_F(AuthenticatedBlade, AWrongKeyIsAClearErrorOnBothSides) {
-  const std::string wrong = dir_.write("other.key", kKeyB);
+  const std::string wrong = dir_.write_key("other.key", kKeyB);
   ::testing::internal::CaptureStderr();
   const std::string error = ConnectError(ConfigWithKey(wrong), blade_->port());
   WaitForHandshakes(*blade_);
   const std::string blade_log = ::testing::internal::GetCapturedStderr();
   const std::string peer = "127.0.0.1:" + std::to_string(blade_->port());
-  EXPECT_NE(error.find("memory blade " + peer + " failed authentication"), std::string::npos) << error;
-  EXPECT_NE(error.find("different keys"), std::string::npos) << error;
+  // Refused at the first message, by the key's ID: both IDs named.
+  const std::string mismatch = "the client's key (ID " + KeyId(kKeyB) + ") is not the memory blade's (ID " +
+                               KeyId(kKeyA) + ")";
+  EXPECT_NE(error.find("memory blade " + peer + " refused the connection"), std::string::npos) << error;
+  EXPECT_NE(error.find(mismatch), std::string::npos) << error;
   EXPECT_NE(error.find(wrong), std::string::npos) << error;
-  EXPECT_NE(blade_log.find("client 127.0.0.1:"), std::string::npos) << blade_log;
-  EXPECT_NE(blade_log.find("different keys"), std::string::npos) << blade_log;
+  EXPECT_NE(blade_log.find("refused client 127.0.0.1:"), std::string::npos) << blade_log;
+  EXPECT_NE(blade_log.find(mismatch), std::string::npos) << blade_log;
   EXPECT_EQ(blade_->connected_clients(), 0);
 }
 
@@ -228,7 +247,7 @@ TEST_F(AuthenticatedBlade, AClientWithoutAKeyIsRefused) {
 
 TEST_F(AuthenticatedBlade, AReplayedProofFailsAgainstAFreshNonce) {
   RawClient client(blade_->port());
-  const AuthHello hello = KeyedHello(recorded_nonce_);  // the recorded session's nonce, too
+  const AuthHello hello = KeyedHello(client, recorded_nonce_);  // the recorded session's nonce, too
   const AuthChallenge challenge = SendAuthHello(client, hello);
   ASSERT_TRUE(challenge.error.empty());
   client.send_frame(recorded_hello_);
@@ -237,22 +256,68 @@ TEST_F(AuthenticatedBlade, AReplayedProofFailsAgainstAFreshNonce) {
   ExpectNothingRevealed(client.drain());
 }
 
-TEST_F(AuthenticatedBlade, TheBladesOwnProofReflectedBackFails) {
+TEST_F(AuthenticatedBlade, TheBladeProvesNothingToAPeerThatHasNotProvenTheKey) {
+  // Its challenge carries no proof: nothing to test key guesses against.
   RawClient client(blade_->port());
-  const AuthHello hello = KeyedHello(RandomNonce());
+  AuthHello hello = KeyedHello(client, RandomNonce());
+  client.send_frame(hello.Encode());
+  const std::string challenge_frame = client.recv_frame();
+  const AuthChallenge challenge = AuthChallenge::Decode(challenge_frame, "blade");
+  EXPECT_EQ(challenge.Encode(), challenge_frame);
+  EXPECT_EQ(challenge_frame.size(), 4u + 2 + 1 + 4 + 1 + kNonceBytes);
+  // A wrong proof gets a refusal without a proof either.
+  ClientHello wrong = HelloWithProof(nullptr, Opening(hello, challenge));
+  wrong.has_proof = true;
+  wrong.proof.fill(7);
+  client.send_frame(wrong.Encode());
+  const ServerHello reply = ServerHello::Decode(client.recv_frame(), "blade");
+  EXPECT_NE(reply.error.find("authentication failed"), std::string::npos) << reply.error;
+  EXPECT_FALSE(reply.has_proof);
+  ExpectNothingRevealed(client.drain());
+}
+
+TEST_F(AuthenticatedBlade, AProofWithTheBladesLabelIsNoClientProof) {
+  RawClient client(blade_->port());
+  const AuthHello hello = KeyedHello(client, RandomNonce());
   const AuthChallenge challenge = SendAuthHello(client, hello);
-  ClientHello reflected = HelloWithProof(nullptr, Opening(hello, challenge));
+  Transcript transcript = Opening(hello, challenge);
+  ClientHello reflected = HelloWithProof(nullptr, transcript);
   reflected.has_proof = true;
-  reflected.proof = challenge.proof;
+  transcript.add(reflected.EncodeUnproven());
+  reflected.proof = key_->prove(AuthRole::kBladeHello, transcript);
   client.send_frame(reflected.Encode());
   const ServerHello reply = ServerHello::Decode(client.recv_frame(), "blade");
   EXPECT_NE(reply.error.find("authentication failed"), std::string::npos) << reply.error;
   ExpectNothingRevealed(client.drain());
 }
 
+TEST_F(AuthenticatedBlade, AnotherKeyIsNamedByItsIdAndRefusedAtOnce) {
+  RawClient client(blade_->port());
+  AuthHello hello = KeyedHello(client, RandomNonce());
+  hello.key_id = KeyId(kKeyB);
+  const AuthChallenge challenge = SendAuthHello(client, hello);
+  EXPECT_NE(challenge.error.find("the client's key (ID " + KeyId(kKeyB) + ") is not the memory blade's (ID " +
+                                 KeyId(kKeyA) + ")"),
+            std::string::npos)
+      << challenge.error;
+  ExpectNothingRevealed(client.drain());
+}
+
+TEST_F(AuthenticatedBlade, AClientThatDialledAnotherAddressIsRefused) {
+  // What a relay in between looks like to the blade: the client's hello
+  // names the address it dialled, the relay's, not the blade's.
+  RawClient client(blade_->port());
+  AuthHello hello = KeyedHello(client, RandomNonce());
+  hello.dialled.port = static_cast<uint16_t>(hello.dialled.port + 1);
+  const AuthChallenge challenge = SendAuthHello(client, hello);
+  EXPECT_NE(challenge.error.find("forwards connections"), std::string::npos) << challenge.error;
+  EXPECT_NE(challenge.error.find("accept_forwarded"), std::string::npos) << challenge.error;
+  ExpectNothingRevealed(client.drain());
+}
+
 TEST_F(AuthenticatedBlade, AHelloWithoutProofIsRefused) {
   RawClient client(blade_->port());
-  const AuthHello hello = KeyedHello(RandomNonce());
+  const AuthHello hello = KeyedHello(client, RandomNonce());
   const AuthChallenge challenge = SendAuthHello(client, hello);
   client.send_frame(HelloWithProof(nullptr, Opening(hello, challenge)).Encode());
   const ServerHello reply = ServerHello::Decode(client.recv_frame(), "blade");
@@ -263,8 +328,10 @@ TEST_F(AuthenticatedBlade, AHelloWithoutProofIsRefused) {
 TEST_F(AuthenticatedBlade, ATruncatedMessageIsRefused) {
   AuthHello hello;
   hello.has_key = true;
+  hello.key_id = KeyId(kKeyA);
+  hello.dialled.family = 4;
   std::string body = hello.Encode();
-  body.resize(body.size() - 10);  // a whole frame, but the nonce is cut short
+  body.resize(body.size() - 10);  // a whole frame, but the dialled address is cut short
   RawClient client(blade_->port());
   client.send_frame(body);
   const AuthChallenge answer = AuthChallenge::Decode(client.recv_frame(), "blade");
@@ -295,7 +362,7 @@ TEST_F(AuthenticatedBlade, AnOversizedMessageIsRefusedUnread) {
 
 TEST_F(AuthenticatedBlade, AnOversizedHelloAfterTheChallengeIsRefused) {
   RawClient client(blade_->port());
-  SendAuthHello(client, KeyedHello(RandomNonce()));
+  SendAuthHello(client, KeyedHello(client, RandomNonce()));
   WireWriter header;
   header.u32(kMaxHelloFrame + 1);
   client.send_bytes(header.data());
@@ -308,7 +375,7 @@ TEST(Authentication, AKeyedClientRefusesABladeWithoutAKey) {
   TempDir dir;
   auto blade = StartBlade(testing::TestConfig());
   EXPECT_FALSE(blade->authenticates());
-  const std::string error = ConnectError(ConfigWithKey(dir.write("k", kKeyA)), blade->port());
+  const std::string error = ConnectError(ConfigWithKey(dir.write_key("k", kKeyA)), blade->port());
   EXPECT_NE(error.find("proves no key"), std::string::npos) << error;
 }
 
@@ -330,7 +397,6 @@ TEST(Authentication, ProofsDependOnRoleTranscriptAndKey) {
   t.add(m2);
   const Proof p = a.prove(AuthRole::kClient, t);
   EXPECT_TRUE(a.verify(AuthRole::kClient, t, p));
-  EXPECT_FALSE(a.verify(AuthRole::kBlade, t, p));
   EXPECT_FALSE(a.verify(AuthRole::kBladeHello, t, p));
   EXPECT_FALSE(b.verify(AuthRole::kClient, t, p));
   Transcript swapped, joined, longer = t;
@@ -357,16 +423,22 @@ TEST(Authentication, AKeyMovedAwayLeavesNoKeyBehind) {
   EXPECT_FALSE(original.verify(AuthRole::kClient, t, p));  // NOLINT(bugprone-use-after-move)
 }
 
+// The message of the error Load throws for `path` ("" if it loads).
+std::string LoadError(const std::string& path) {
+  try {
+    SessionKey::Load(path, "auth.key_file in test");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(Authentication, KeyFileErrorsNameTheFile) {
   TempDir dir;
   const std::string short_key = dir.write("short.key", "too short");
-  try {
-    SessionKey::Load(short_key, "auth.key_file in test");
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(short_key), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("9 bytes"), std::string::npos) << e.what();
-  }
+  const std::string error = LoadError(short_key);
+  EXPECT_NE(error.find(short_key), std::string::npos) << error;
+  EXPECT_NE(error.find("smart_keygen"), std::string::npos) << error;
   try {
     Initiator initiator(ConfigWithKey(dir.path() + "/missing.key"));
     FAIL();
@@ -379,13 +451,61 @@ TEST(Authentication, KeyFileErrorsNameTheFile) {
 TEST(Authentication, NewKeyFilesArePrivateAndNeverReplaced) {
   TempDir dir;
   const std::string path = dir.path() + "/new.key";
-  WriteNewKeyFile(path);
+  const std::string id = WriteNewKeyFile(path);
   struct stat st;
   ASSERT_EQ(stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  EXPECT_EQ(st.st_size, 32);
+  EXPECT_EQ(id.size(), 2 * kKeyIdBytes);
   EXPECT_THROW(WriteNewKeyFile(path), Error);
-  SessionKey::Load(path, "test");
+  EXPECT_EQ(SessionKey::Load(path, "test").id(), id);
+  // Two new keys differ.
+  EXPECT_NE(WriteNewKeyFile(dir.path() + "/other.key"), id);
+}
+
+TEST(Authentication, OnlyAKeyFileInTheFormatIsAKey) {
+  TempDir dir;
+  const std::string good = KeyFileText(kKeyA);
+  EXPECT_EQ(LoadError(dir.write("good.key", good)), "");
+  EXPECT_EQ(LoadError(dir.write("no-newline.key", good.substr(0, good.size() - 1))), "");
+  EXPECT_EQ(SessionKey::Load(dir.write("id.key", good), "t").id(), KeyId(kKeyA));
+  // Raw bytes, passphrases and other text: not keys, however long.
+  const std::string refused[] = {
+      std::string(32, '\0'),
+      "passwordpasswordpasswordpassword",
+      std::string(4096, 'x'),
+      "",
+      "SMART-KEY v2\nid 0000000000000000\nkey " + std::string(64, '0') + "\n",
+      good + "extra\n",
+      // The id does not belong to the key: damaged, or edited by hand.
+      "SMART-KEY v1\nid " + KeyId(kKeyB) + good.substr(good.find("\nkey")),
+      // Upper-case or short hex.
+      "SMART-KEY v1\nid " + KeyId(kKeyA) + "\nkey " + std::string(64, 'A') + "\n",
+      "SMART-KEY v1\nid " + KeyId(kKeyA) + "\nkey " + std::string(62, '0') + "\n",
+  };
+  int n = 0;
+  for (const std::string& text : refused) {
+    const std::string path = dir.write("bad" + std::to_string(n++) + ".key", text);
+    const std::string error = LoadError(path);
+    EXPECT_NE(error.find(path), std::string::npos) << "text " << n << ": " << error;
+    EXPECT_NE(error.find("smart_keygen"), std::string::npos) << "text " << n << ": " << error;
+  }
+  EXPECT_NE(LoadError(dir.write("damaged.key", refused[6])).find("damaged"), std::string::npos);
+}
+
+TEST(Authentication, AKeyFileOthersMayReadOrThatIsNotOursIsRefused) {
+  TempDir dir;
+  for (mode_t mode : {0640, 0604, 0660, 0606, 0644}) {
+    const std::string path = dir.write("open.key", KeyFileText(kKeyA), mode);
+    const std::string error = LoadError(path);
+    EXPECT_NE(error.find("chmod 600"), std::string::npos) << std::oct << mode << ": " << error;
+  }
+  EXPECT_EQ(LoadError(dir.write("owner-only.key", KeyFileText(kKeyA), 0400)), "");
+  if (geteuid() == 0) {
+    const std::string foreign = dir.write("foreign.key", KeyFileText(kKeyA));
+    ASSERT_EQ(chown(foreign.c_str(), 65534, 65534), 0);
+    const std::string error = LoadError(foreign);
+    EXPECT_NE(error.find("belongs to uid 65534"), std::string::npos) << error;
+  }
 }
 
 TEST(Authentication, LoopbackAddresses) {
@@ -432,13 +552,13 @@ void WaitForSessions(const Target& target, int count) {
 
 TEST(HandshakeLimits, AtMaxClientsTheLongestWaitingUnprovenPeerMakesRoom) {
   TempDir dir;
-  const SmartConfig config = ConfigWithKey(dir.write("smart.key", kKeyA), 60000);
+  const SmartConfig config = ConfigWithKey(dir.write_key("smart.key", kKeyA), 60000);
   const SessionKey key = SessionKey::FromBytes(kKeyA, "test key");
   auto blade = StartBlade(config, 3);
   // The oldest handshake has proven the key and holds the blade's answer,
   // but has not yet said it is ready: it keeps its place.
   RawClient proven(blade->port());
-  const AuthHello hello = KeyedHello(RandomNonce());
+  const AuthHello hello = KeyedHello(proven, RandomNonce());
   const AuthChallenge challenge = SendAuthHello(proven, hello);
   ASSERT_TRUE(challenge.error.empty()) << challenge.error;
   proven.send_frame(HelloWithProof(&key, Opening(hello, challenge)).Encode());

@@ -1,8 +1,11 @@
-// A relay between a keyed client and a keyed memory blade that passes every
-// proof on unchanged but alters what the proofs vouch for: the client's queue
-// pair endpoints (so that the blade would connect to the relay's), or the
-// blade's answer (its regions). Each side must refuse; an honest relay
-// connects.
+// A relay between a keyed client and a keyed memory blade. By default the
+// blade refuses it: the client's hello names the address it dialled (the
+// relay's), not the one its connection arrived at, so a relay cannot pass a
+// client meant for one blade on to another. A blade that allows forwarded
+// connections (accept_forwarded) lets an honest relay through, and still
+// refuses one that passes every proof on unchanged but alters what the
+// proofs vouch for: the client's queue pair endpoints (so that the blade
+// would connect to the relay's), or the blade's answer (its regions).
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -91,17 +94,23 @@ class RelayedHandshake : public ::testing::Test {
     char name[] = "/tmp/smart-relay-test.XXXXXX";
     dir_ = mkdtemp(name);
     key_path_ = dir_ + "/smart.key";
-    std::ofstream(key_path_, std::ios::binary) << std::string(32, 'k');
+    std::ofstream(key_path_, std::ios::binary) << KeyFileText(std::string(32, 'k'));
     chmod(key_path_.c_str(), 0600);
     config_ = testing::TestConfig();
     config_.auth.key_file = key_path_;
     config_.connect_timeout_ms = 5000;
+    blade_ = StartBlade(true);
+  }
+
+  std::unique_ptr<Target> StartBlade(bool accept_forwarded) {
     BackendConfig backend;
     backend.source = "backend.json";
     backend.capacity = 4;
     backend.tcp_port = 0;
-    blade_ = std::make_unique<Target>(config_, backend);
-    blade_->start();
+    backend.accept_forwarded = accept_forwarded;
+    auto blade = std::make_unique<Target>(config_, backend);
+    blade->start();
+    return blade;
   }
   void TearDown() override {
     blade_.reset();
@@ -110,8 +119,8 @@ class RelayedHandshake : public ::testing::Test {
 
   // Connects through a relay; returns the error, or "" with the connection
   // made (and its capacity in *capacity).
-  std::string ConnectThrough(Tamper tamper, uint64_t* capacity = nullptr) {
-    Relay relay(blade_->port(), std::move(tamper));
+  std::string ConnectThrough(Tamper tamper, uint64_t* capacity = nullptr, Target* blade = nullptr) {
+    Relay relay((blade != nullptr ? blade : blade_.get())->port(), std::move(tamper));
     Initiator initiator(config_);
     try {
       initiator.connect(0, "127.0.0.1", relay.port(), 1);
@@ -134,7 +143,21 @@ class RelayedHandshake : public ::testing::Test {
   std::unique_ptr<Target> blade_;
 };
 
-TEST_F(RelayedHandshake, AnHonestRelayConnects) {
+TEST_F(RelayedHandshake, ARelayToABladeIsRefusedNamingBothAddresses) {
+  auto other = StartBlade(false);
+  const std::string error = ConnectThrough([](bool, int, std::string*) {}, nullptr, other.get());
+  EXPECT_NE(error.find("refused the connection: the client dialled 127.0.0.1:"), std::string::npos) << error;
+  EXPECT_NE(error.find("but its connection arrived at 127.0.0.1:" + std::to_string(other->port())),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(other->connected_clients(), 0);
+  // Dialled directly, the same blade takes the same client.
+  Initiator initiator(config_);
+  initiator.connect(0, "127.0.0.1", other->port(), 1);
+  EXPECT_EQ(initiator.remote_capacity(0), uint64_t{4} << 20);
+}
+
+TEST_F(RelayedHandshake, AnHonestRelayConnectsWhereForwardingIsAllowed) {
   uint64_t capacity = 0;
   EXPECT_EQ(ConnectThrough([](bool, int, std::string*) {}, &capacity), "");
   EXPECT_EQ(capacity, uint64_t{4} << 20);

@@ -8,6 +8,8 @@
 #include <grp.h>
 #include <pwd.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +18,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "smart/status.h"
 #include "smart/transport.h"
@@ -152,6 +155,65 @@ TEST(ShmHandoverTest, AnotherUserAllowedByTheBladeGetsASealedPoolButNoFile) {
   EXPECT_EQ(st.st_size, static_cast<off_t>(kPoolBytes));
   file_pool.region.reset();
   unlink(file_pool.path.c_str());
+}
+
+// A peer of the memfd socket: connected, saying nothing.
+int ConnectSilently(const std::string& exported) {
+  const std::string path = exported.substr(0, exported.find('\0'));
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << strerror(errno);
+  return fd;
+}
+
+TEST(ShmHandoverTest, PeersThatStallHoldUpNoClient) {
+  auto device = OpenShmDevice(testing::TestConfig());
+  auto pool = device->allocate_shared_region(kPoolBytes);
+  // Each would hold a server that serves one peer at a time for its whole
+  // token wait (5 s), longer than a client waits for its answer (5 s).
+  std::vector<int> stalled;
+  for (int i = 0; i < 3; ++i) stalled.push_back(ConnectSilently(device->export_regions({pool.get()})));
+  for (int i = 0; i < 3; ++i) {
+    auto peer = device->import_regions({pool->remote()}, device->export_regions({pool.get()}));
+    EXPECT_NE(peer, nullptr);
+  }
+  // And more of them than the server keeps waiting: the oldest go.
+  for (int i = 0; i < 100; ++i) stalled.push_back(ConnectSilently(device->export_regions({pool.get()})));
+  EXPECT_NE(device->import_regions({pool->remote()}, device->export_regions({pool.get()})), nullptr);
+  for (int fd : stalled) close(fd);
+}
+
+TEST(ShmHandoverTest, AFloodOfRefusedPeersWritesALineASecond) {
+  if (geteuid() != 0 || getpwnam("nobody") == nullptr) GTEST_SKIP() << "needs root and a user 'nobody'";
+  SmartConfig config = testing::TestConfig();
+  config.auth.allow_uids = {4242};  // someone else: the socket is reachable, nobody is refused
+  auto device = OpenShmDevice(config);
+  auto pool = device->allocate_shared_region(kPoolBytes);
+  const std::string exported = device->export_regions({pool.get()});
+  ::testing::internal::CaptureStderr();
+  const int refused = AsNobody([exported]() -> int {
+    int refused = 0;
+    for (int i = 0; i < 300; ++i) {
+      try {
+        shm::ReceiveRegions(exported);
+      } catch (const Error& e) {
+        refused += std::string(e.what()).find("refuses to share its pool") != std::string::npos;
+      }
+    }
+    return refused == 300 ? 0 : 1;
+  });
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(refused, 0);
+  size_t lines = 0;
+  for (size_t at = log.find("refused the pool to uid"); at != std::string::npos;
+       at = log.find("refused the pool to uid", at + 1)) {
+    ++lines;
+  }
+  // 300 refusals in well under a minute: a line a second, however fast.
+  EXPECT_GE(lines, 1u);
+  EXPECT_LT(lines, 30u) << log;
 }
 
 }  // namespace

@@ -173,105 +173,168 @@ bool ShmDevice::user_allowed(uint32_t uid) const {
   return std::find(allowed_uids_.begin(), allowed_uids_.end(), uid) != allowed_uids_.end();
 }
 
+namespace {
+
+// Peers of the memfd socket that have yet to send their token, at most this
+// many at once (a newcomer beyond it drops the longest waiting).
+constexpr size_t kMaxWaitingPeers = 64;
+// How long a peer may take to send its token; a refused user's, briefly.
+constexpr uint64_t kTokenWaitNs = 5ull * 1000 * 1000 * 1000;
+constexpr uint64_t kRefusedWaitNs = 200ull * 1000 * 1000;
+
+}  // namespace
+
+// One thread serves every peer without blocking on any: a peer that connects
+// and stalls, or a flood of them, holds up no other client. A peer's
+// credentials are checked at accept; its answer goes out once its token has
+// arrived (read first: closing a socket with its data unread could discard
+// the answer before the peer reads it), or its time is up.
 void ShmDevice::serve_fds() {
+  struct Waiting {
+    int fd;
+    ucred cred;
+    bool allowed;
+    uint64_t deadline_ns;
+  };
+  std::vector<Waiting> waiting;
+  uint64_t accept_paused_until_ns = 0;
+  auto close_all = [&] {
+    for (const Waiting& w : waiting) close(w.fd);
+  };
   for (;;) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {stop_pipe_[0], POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
+    const uint64_t now = NowNs();
+    const bool accepting = now >= accept_paused_until_ns;
+    std::vector<pollfd> fds = {{accepting ? listen_fd_ : -1, POLLIN, 0}, {stop_pipe_[0], POLLIN, 0}};
+    uint64_t next_ns = accepting ? ~uint64_t{0} : accept_paused_until_ns;
+    for (const Waiting& w : waiting) {
+      fds.push_back({w.fd, POLLIN, 0});
+      next_ns = std::min(next_ns, w.deadline_ns);
+    }
+    const int timeout_ms =
+        next_ns == ~uint64_t{0} ? -1 : static_cast<int>(next_ns > now ? (next_ns - now) / 1000000 + 1 : 0);
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0) {
       if (errno == EINTR) continue;
+      close_all();
       return;
     }
-    if (fds[1].revents) return;
-    if (!(fds[0].revents & POLLIN)) continue;
-    const int client = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fds[1].revents) {
+      close_all();
+      return;
+    }
+    // Peers whose token arrived (or who hung up), or whose time is up.
+    const uint64_t after = NowNs();
+    std::vector<Waiting> still;
+    for (size_t i = 0; i < waiting.size(); ++i) {
+      const Waiting& w = waiting[i];
+      const bool ready = fds[2 + i].revents != 0;
+      if (!ready && after < w.deadline_ns) {
+        still.push_back(w);
+        continue;
+      }
+      char token[kTokenBytes];
+      const ssize_t n = ready ? recv(w.fd, token, sizeof(token), MSG_DONTWAIT) : -1;
+      if (!w.allowed) {
+        const uint64_t refuse[2] = {kRefusedUser, geteuid()};
+        ssize_t ignored = send(w.fd, refuse, sizeof(refuse), MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)ignored;
+      } else {
+        hand_over(w.fd, w.cred, n == static_cast<ssize_t>(kTokenBytes) ? token : nullptr);
+      }
+      close(w.fd);
+    }
+    waiting.swap(still);
+    if (!accepting || !(fds[0].revents & POLLIN)) continue;
+    const int client = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (client < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         // The connection waits in the backlog: do not spin on it.
-        pollfd stop{stop_pipe_[0], POLLIN, 0};
-        poll(&stop, 1, 100);
+        accept_paused_until_ns = NowNs() + 100ull * 1000 * 1000;
       }
       continue;
     }
-    ucred cred{};
-    socklen_t cred_len = sizeof(cred);
-    if (getsockopt(client, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 || !user_allowed(cred.uid)) {
+    Waiting w{client, {}, false, 0};
+    socklen_t cred_len = sizeof(w.cred);
+    w.allowed = getsockopt(client, SOL_SOCKET, SO_PEERCRED, &w.cred, &cred_len) == 0 && user_allowed(w.cred.uid);
+    if (!w.allowed) {
       uint64_t suppressed;
       if (refused_user_log_.allow(&suppressed)) {
         SMART_WARN("shm transport: refused the pool to uid %u (pid %d): only uid %u%s may map it (auth.allow_uids)%s",
-                   static_cast<unsigned>(cred.uid), static_cast<int>(cred.pid), static_cast<unsigned>(geteuid()),
+                   static_cast<unsigned>(w.cred.uid), static_cast<int>(w.cred.pid), static_cast<unsigned>(geteuid()),
                    allowed_uids_.empty() ? "" : " and the users in auth.allow_uids",
                    LogRateLimit::Suppressed(suppressed).c_str());
       }
-      // Its token first (briefly): closing with it unread would reset the
-      // connection and could discard the answer before the peer reads it.
-      SetTimeouts(client, 200);
-      char ignored_token[kTokenBytes];
-      ssize_t ignored = recv(client, ignored_token, sizeof(ignored_token), 0);
-      const uint64_t refuse[2] = {kRefusedUser, geteuid()};
-      ignored = send(client, refuse, sizeof(refuse), MSG_NOSIGNAL | MSG_DONTWAIT);
-      (void)ignored;
-      close(client);
-      continue;
     }
-    SetTimeouts(client, 5000);
-    char token[kTokenBytes];
-    const ssize_t n = recv(client, token, sizeof(token), 0);
-    PendingExport found;
-    bool ok = false;
-    if (n == static_cast<ssize_t>(kTokenBytes)) {
-      std::lock_guard<std::mutex> lock(export_mutex_);
-      auto it = pending_exports_.find(std::string(token, kTokenBytes));
-      if (it != pending_exports_.end() && it->second.expires_ns >= NowNs()) {
-        found = it->second;
-        pending_exports_.erase(it);  // a token is good for one client
-        ok = true;
-      }
-    }
-    if (!ok) {
-      const uint32_t refuse = 0;
-      ssize_t ignored = send(client, &refuse, sizeof(refuse), MSG_NOSIGNAL);
-      (void)ignored;
-      close(client);
-      continue;
-    }
-    // A file or device descriptor lets its holder truncate the pool (the
-    // blade and every client die of SIGBUS, the data is gone) or grow it:
-    // only the blade's own user, who can do that through the path anyway,
-    // gets one.
-    if (!found.sealed && cred.uid != geteuid()) {
+    w.deadline_ns = NowNs() + (w.allowed ? kTokenWaitNs : kRefusedWaitNs);
+    if (waiting.size() >= kMaxWaitingPeers) {
+      // Full of peers that sent nothing: the longest waiting goes.
       uint64_t suppressed;
-      if (refused_unsealed_log_.allow(&suppressed)) {
-        SMART_WARN("shm transport: refused the pool to uid %u (pid %d): it is a file or device, whose descriptor "
-                   "could truncate it, and goes over shm only to uid %u; serve other users over verbs, or use "
-                   "backing memfd or hugetlb%s",
-                   static_cast<unsigned>(cred.uid), static_cast<int>(cred.pid), static_cast<unsigned>(geteuid()),
+      if (dropped_peer_log_.allow(&suppressed)) {
+        SMART_WARN("shm transport: %zu peers of the memfd socket sent no token yet; dropped the longest waiting "
+                   "(pid %d)%s",
+                   waiting.size(), static_cast<int>(waiting.front().cred.pid),
                    LogRateLimit::Suppressed(suppressed).c_str());
       }
-      const uint64_t refuse[2] = {kRefusedUnsealed, geteuid()};
-      ssize_t ignored = send(client, refuse, sizeof(refuse), MSG_NOSIGNAL | MSG_DONTWAIT);
-      (void)ignored;
-      close(client);
-      continue;
+      close(waiting.front().fd);
+      waiting.erase(waiting.begin());
     }
-    // Payload: region count, then each region's length; the fds ride along.
-    std::vector<uint64_t> payload;
-    payload.push_back(found.fds.size());
-    payload.insert(payload.end(), found.lengths.begin(), found.lengths.end());
-    iovec iov{payload.data(), payload.size() * sizeof(uint64_t)};
-    std::vector<char> control(CMSG_SPACE(sizeof(int) * found.fds.size()));
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.data();
-    msg.msg_controllen = control.size();
-    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int) * found.fds.size());
-    memcpy(CMSG_DATA(cmsg), found.fds.data(), sizeof(int) * found.fds.size());
-    ssize_t ignored = sendmsg(client, &msg, MSG_NOSIGNAL);
-    (void)ignored;
-    close(client);
+    waiting.push_back(w);
   }
+}
+
+void ShmDevice::hand_over(int client, const ucred& cred, const char* token) {
+  PendingExport found;
+  bool ok = false;
+  if (token != nullptr) {
+    std::lock_guard<std::mutex> lock(export_mutex_);
+    auto it = pending_exports_.find(std::string(token, kTokenBytes));
+    if (it != pending_exports_.end() && it->second.expires_ns >= NowNs()) {
+      found = it->second;
+      pending_exports_.erase(it);  // a token is good for one client
+      ok = true;
+    }
+  }
+  if (!ok) {
+    const uint32_t refused = 0;
+    ssize_t ignored = send(client, &refused, sizeof(refused), MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)ignored;
+    return;
+  }
+  // A file or device descriptor lets its holder truncate the pool (the
+  // blade and every client die of SIGBUS, the data is gone) or grow it:
+  // only the blade's own user, who can do that through the path anyway,
+  // gets one.
+  if (!found.sealed && cred.uid != geteuid()) {
+    uint64_t suppressed;
+    if (refused_unsealed_log_.allow(&suppressed)) {
+      SMART_WARN("shm transport: refused the pool to uid %u (pid %d): it is a file or device, whose descriptor "
+                 "could truncate it, and goes over shm only to uid %u; serve other users over verbs, or use "
+                 "backing memfd or hugetlb%s",
+                 static_cast<unsigned>(cred.uid), static_cast<int>(cred.pid), static_cast<unsigned>(geteuid()),
+                 LogRateLimit::Suppressed(suppressed).c_str());
+    }
+    const uint64_t refuse[2] = {kRefusedUnsealed, geteuid()};
+    ssize_t ignored = send(client, refuse, sizeof(refuse), MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)ignored;
+    return;
+  }
+  // Payload: region count, then each region's length; the fds ride along.
+  std::vector<uint64_t> payload;
+  payload.push_back(found.fds.size());
+  payload.insert(payload.end(), found.lengths.begin(), found.lengths.end());
+  iovec iov{payload.data(), payload.size() * sizeof(uint64_t)};
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * found.fds.size()));
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_RIGHTS;
+  cmsg->cmsg_len = CMSG_LEN(sizeof(int) * found.fds.size());
+  memcpy(CMSG_DATA(cmsg), found.fds.data(), sizeof(int) * found.fds.size());
+  ssize_t ignored = sendmsg(client, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  (void)ignored;
 }
 
 ReceivedRegions ReceiveRegions(const std::string& exported) {

@@ -11,6 +11,8 @@
 // already arriving instead of taking one cache or TLB miss at a time.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -317,6 +319,10 @@ class ShmDevice final : public Device {
   friend class ShmRegion;
   uint32_t register_local(char* addr, uint64_t length);
   void serve_fds();
+  // Answers one peer of the memfd socket whose user may map the pool: its
+  // regions, if `token` (kTokenBytes; nullptr: none came) is a pending
+  // export's, else a refusal.
+  void hand_over(int client, const ucred& cred, const char* token);
   // Whether a peer running as `uid` may map the pool (SO_PEERCRED).
   bool user_allowed(uint32_t uid) const;
 
@@ -324,6 +330,7 @@ class ShmDevice final : public Device {
   // Refusals on the memfd socket, logged at most once a second.
   LogRateLimit refused_user_log_;
   LogRateLimit refused_unsealed_log_;
+  LogRateLimit dropped_peer_log_;
 
   uint64_t latency_ns_;
   uint64_t latency_cycles_;

@@ -131,8 +131,15 @@ Target::Target(const SmartConfig& smart_config, const BackendConfig& backend_con
   impl_->backend_config.max_clients = plan.max_clients;
   impl_->connection_budget = plan.budget;
   impl_->auth = backend_config.auth.configured ? backend_config.auth : smart_config.auth;
+  // backend.json's auth that names users but no key keeps smart_config.json's
+  // key: allow_uids alone must not turn authentication off.
+  const bool key_from_smart_config = backend_config.auth.configured && !backend_config.auth.none &&
+                                     backend_config.auth.key_file.empty() && !smart_config.auth.none &&
+                                     !smart_config.auth.key_file.empty();
+  if (key_from_smart_config) impl_->auth.key_file = smart_config.auth.key_file;
   if (!impl_->auth.none && !impl_->auth.key_file.empty()) {
-    const std::string where = backend_config.auth.configured ? backend_config.source : smart_config.source;
+    const std::string where = backend_config.auth.configured && !key_from_smart_config ? backend_config.source
+                                                                                        : smart_config.source;
     impl_->key = SessionKey::Load(impl_->auth.key_file, "auth.key_file in " + where);
   }
   // The transport learns whom else it may hand the pool to (shm).

@@ -542,6 +542,22 @@ TEST(Authentication, BeyondLoopbackWithoutAKeyTheBladeRefusesToStart) {
   EXPECT_NE(log.find("WITHOUT authentication"), std::string::npos) << log;
 }
 
+TEST(Authentication, AllowUidsAloneInBackendJsonKeepsSmartConfigsKey) {
+  TempDir dir;
+  const SmartConfig keyed = ConfigWithKey(dir.write_key("smart.key", kKeyA));
+  BackendConfig backend;
+  backend.source = "backend.json";
+  backend.capacity = 4;
+  backend.tcp_port = 0;
+  backend.auth.configured = true;  // "auth": {"allow_uids": [4242]}
+  backend.auth.allow_uids = {4242};
+  Target target(keyed, backend);
+  target.start();
+  EXPECT_TRUE(target.authenticates());
+  EXPECT_NE(ConnectError(testing::TestConfig(), target.port()).find("requires a key"), std::string::npos);
+  EXPECT_EQ(ConnectError(keyed, target.port()), "");
+}
+
 // Waits (bounded) until the blade has `count` sessions.
 void WaitForSessions(const Target& target, int count) {
   for (int i = 0; i < 3000 && target.connected_clients() != count; ++i) {

@@ -253,9 +253,9 @@ int main() {
   std::printf("config_reference` checks the committed copy. A key that is unknown, missing\n");
   std::printf("when required, or of the wrong type stops the program with the file, the key\n");
   std::printf("and what was expected; keys starting with `_` are comments. Files are found\n");
-  std::printf("through their variable below, else `config/` and `../config/` from the working\n");
-  std::printf("directory, `config/` and `share/smart/` beside the program, and the install\n");
-  std::printf("prefix's `share/smart/` (@ref page_configuration).\n");
+  std::printf("through their variable below, else `config/` in the working directory,\n");
+  std::printf("`config/` and `share/smart/` beside the program, and the install prefix's\n");
+  std::printf("`share/smart/` (@ref page_configuration).\n");
   for (size_t f = 0; f < sizeof(kFiles) / sizeof(kFiles[0]); ++f) {
     std::printf("\n## %s\n\n%s\n\n", kFiles[f], kAbout[f]);
     std::printf("| key | type | allowed | default | required | meaning |\n| --- | --- | --- | --- | --- | --- |\n");

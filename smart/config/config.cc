@@ -60,9 +60,11 @@ std::string FindConfigFile(const std::string& name, const char* env_var) {
     if (!FileExists(path)) throw Error(std::string(env_var) + " names \"" + path + "\", which does not exist");
     return path;
   }
-  // The working directory, then next to the program (a build tree's bin/,
-  // or an installed bin/ beside share/smart), then the install prefix.
-  std::vector<std::string> candidates = {"config/" + name, "../config/" + name};
+  // The working directory's config/, then next to the program (a build
+  // tree's bin/, or an installed bin/ beside share/smart), then the install
+  // prefix. Never the working directory's parent: whoever may write there
+  // (a shared /tmp) would choose this program's configuration.
+  std::vector<std::string> candidates = {"config/" + name};
   const std::string exe = ExecutableDir();
   if (!exe.empty()) {
     candidates.push_back(exe + "/../config/" + name);

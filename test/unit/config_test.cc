@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 
 #include <fstream>
@@ -280,6 +282,35 @@ TEST(BenchEnvironment, IdleUsecIsReadAndChecked) {
   ExpectConfigError([&] { DataStructureConfig::Load(path); }, {"IDLE_USEC", "-3"});
   unsetenv("IDLE_USEC");
   EXPECT_EQ(DataStructureConfig::Load(path).idle_us, 0u);
+}
+
+TEST(ConfigLookup, TheWorkingDirectorysParentIsNeverSearched) {
+  // /tmp/X/config/ planted by whoever may write to /tmp/X, the program run
+  // from /tmp/X/work: not its configuration.
+  char name[] = "/tmp/smart-lookup-test.XXXXXX";
+  const std::string dir = mkdtemp(name);
+  ASSERT_EQ(mkdir((dir + "/config").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((dir + "/work").c_str(), 0755), 0);
+  std::ofstream(dir + "/config/planted_lookup_test.json") << "{}";
+  char cwd[4096];
+  ASSERT_NE(getcwd(cwd, sizeof(cwd)), nullptr);
+  ASSERT_EQ(chdir((dir + "/work").c_str()), 0);
+  std::string found, error;
+  try {
+    found = FindConfigFile("planted_lookup_test.json", nullptr);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  // The working directory's own config/ is searched.
+  ASSERT_EQ(mkdir((dir + "/work/config").c_str(), 0755), 0);
+  std::ofstream(dir + "/work/config/planted_lookup_test.json") << "{}";
+  const std::string own = FindConfigFile("planted_lookup_test.json", nullptr);
+  ASSERT_EQ(chdir(cwd), 0);
+  [[maybe_unused]] int rc = system(("rm -rf " + dir).c_str());
+  EXPECT_EQ(found, "") << "found the parent's " << found;
+  EXPECT_NE(error.find("cannot find config file planted_lookup_test.json"), std::string::npos) << error;
+  EXPECT_EQ(error.find(" ../config/"), std::string::npos) << error;
+  EXPECT_EQ(own, "config/planted_lookup_test.json");
 }
 
 TEST(ServerAddresses, BadAddressesNameWhatIsWrong) {

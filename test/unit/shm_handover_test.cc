@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -214,6 +215,60 @@ TEST(ShmHandoverTest, AFloodOfRefusedPeersWritesALineASecond) {
   // 300 refusals in well under a minute: a line a second, however fast.
   EXPECT_GE(lines, 1u);
   EXPECT_LT(lines, 30u) << log;
+}
+
+// Makes `dir` look created `seconds` ago.
+void Age(const std::string& dir, int seconds) {
+  const timeval then{time(nullptr) - seconds, 0};
+  const timeval times[2] = {then, then};
+  ASSERT_EQ(utimes(dir.c_str(), times), 0);
+}
+
+TEST(ShmHandoverTest, ADeadBladesSocketDirectoryIsRemovedByTheNextBlade) {
+  // Where the next blade's directory goes (XDG_RUNTIME_DIR is not used for
+  // it here: it may be unset or not private).
+  const char* saved = getenv("XDG_RUNTIME_DIR");
+  const std::string saved_value = saved != nullptr ? saved : "";
+  unsetenv("XDG_RUNTIME_DIR");
+  // A dead blade's: its socket is there, nobody listens.
+  char dead_name[] = "/tmp/smart-shm.XXXXXX";
+  const std::string dead = mkdtemp(dead_name);
+  const std::string dead_sock = dead + "/memfd.sock";
+  {
+    const int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    memcpy(addr.sun_path, dead_sock.c_str(), dead_sock.size() + 1);
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    close(fd);
+  }
+  Age(dead, 120);
+  // A dead blade's that died before it bound its socket, and a fresh one's
+  // (a blade between mkdtemp and bind).
+  char empty_name[] = "/tmp/smart-shm.XXXXXX";
+  const std::string empty = mkdtemp(empty_name);
+  Age(empty, 120);
+  char young_name[] = "/tmp/smart-shm.XXXXXX";
+  const std::string young = mkdtemp(young_name);
+  // A live blade's, however old.
+  auto live_device = OpenShmDevice(testing::TestConfig());
+  auto live_pool = live_device->allocate_shared_region(kPoolBytes);
+  const std::string live_exported = live_device->export_regions({live_pool.get()});
+  const std::string live = live_exported.substr(0, live_exported.rfind('/'));
+  Age(live, 120);
+
+  auto device = OpenShmDevice(testing::TestConfig());
+  auto pool = device->allocate_shared_region(kPoolBytes);
+  device->export_regions({pool.get()});
+  struct stat st;
+  EXPECT_NE(stat(dead.c_str(), &st), 0) << dead << " is still there";
+  EXPECT_NE(stat(empty.c_str(), &st), 0) << empty << " is still there";
+  EXPECT_EQ(stat(young.c_str(), &st), 0) << young << " was removed";
+  EXPECT_EQ(stat(live.c_str(), &st), 0) << live << " was removed";
+  EXPECT_NE(live_device->import_regions({live_pool->remote()}, live_device->export_regions({live_pool.get()})),
+            nullptr);
+  rmdir(young.c_str());
+  if (saved != nullptr) setenv("XDG_RUNTIME_DIR", saved_value.c_str(), 1);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // (the blade and every other client would die of SIGBUS) or grow it.
 #include "smart/transport/shm/shm_transport.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 
 #include "smart/common.h"
 #include "smart/logging.h"
@@ -56,6 +58,45 @@ bool PrivateDirectory(const char* path) {
          access(path, W_OK) == 0;
 }
 
+// A socket directory left by a blade that died without cleaning up (killed,
+// crashed) is this old at least before another blade removes it: a live
+// blade binds and listens within moments of creating its directory.
+constexpr int kStaleSocketDirectorySeconds = 60;
+
+// Removes the socket directories in `base` that this user's dead blades
+// left: smart-shm.* directories of this user, older than a minute, whose
+// memfd.sock nobody listens on (or that hold no socket at all).
+void RemoveStaleSocketDirectories(const std::string& base) {
+  DIR* d = opendir(base.c_str());
+  if (d == nullptr) return;
+  const time_t now = time(nullptr);
+  while (dirent* e = readdir(d)) {
+    if (strncmp(e->d_name, "smart-shm.", 10) != 0) continue;
+    const std::string dir = base + "/" + e->d_name;
+    struct stat st;
+    if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+        now - st.st_mtime < kStaleSocketDirectorySeconds) {
+      continue;
+    }
+    const std::string path = dir + "/memfd.sock";
+    if (path.size() >= sizeof(sockaddr_un::sun_path)) continue;
+    struct stat sock_st;
+    if (lstat(path.c_str(), &sock_st) == 0) {
+      if (!S_ISSOCK(sock_st.st_mode)) continue;
+      const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+      if (fd < 0) continue;
+      socklen_t len;
+      sockaddr_un addr = PathAddress(path, &len);
+      const bool refused = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 && errno == ECONNREFUSED;
+      close(fd);
+      if (!refused) continue;  // a live blade's, or one we cannot judge
+      unlink(path.c_str());
+    }
+    rmdir(dir.c_str());  // fails, harmlessly, if anything else is inside
+  }
+  closedir(d);
+}
+
 // A new private directory for the memfd socket: $XDG_RUNTIME_DIR when it is
 // set, is the user's own and no one else's (a variable pointing elsewhere,
 // at a directory another user owns or may write to, is not trusted), and no
@@ -64,6 +105,7 @@ std::string MakeSocketDirectory(bool shared) {
   const char* runtime = getenv("XDG_RUNTIME_DIR");
   const bool use_runtime = runtime != nullptr && runtime[0] == '/' && !shared && PrivateDirectory(runtime);
   const std::string base = use_runtime ? runtime : "/tmp";
+  RemoveStaleSocketDirectories(base);
   std::string dir = base + "/smart-shm.XXXXXX";
   if (mkdtemp(dir.data()) == nullptr) throw Error(Errno(("shm transport: creating a directory in " + base).c_str()));
   return dir;

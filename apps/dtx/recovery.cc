@@ -177,11 +177,22 @@ Status RecoverLock(Database& db, GlobalAddress found, uint64_t found_lock, Recov
     s = in.read(b.log, area + LogSlotOffset(static_cast<int>(header[2]), o.thread, o.task), kLogSlotBytes,
                 Option::kSync);
     if (!s.ok()) return s;
-    have_undo = DecodeUndo(b.log, kLogSlotBytes, SlotBytesOf, &db, &undo).empty();
+    const std::string problem = DecodeUndo(b.log, kLogSlotBytes, SlotBytesOf, &db, &undo);
+    have_undo = problem.empty();
+    if (!have_undo) report->why_no_undo = "its log slot on memory node " + std::to_string(blade) + ": " + problem;
+  } else {
+    report->why_no_undo = "thread " + std::to_string(o.thread) + " task " + std::to_string(o.task) +
+                          " lies outside its log area (" + std::to_string(header[1]) + " rows of " +
+                          std::to_string(header[2]) + " tasks)";
   }
   if (have_undo) {
     have_undo = false;
     for (const UndoItem& i : undo.items) have_undo = have_undo || i.lock == owner;
+    if (!have_undo) {
+      report->why_no_undo = "the record in its log slot (tx " + std::to_string(undo.tx_id) + ", " +
+                            std::to_string(undo.items.size()) + " item(s)) names other locks (first: " +
+                            (undo.items.empty() ? std::string("none") : DescribeLockWord(undo.items[0].lock)) + ")";
+    }
   }
   report->found_undo = have_undo;
   if (!have_undo) {
@@ -352,7 +363,8 @@ std::string DescribeRecovery(const RecoveryReport& r) {
   std::string s = r.rolled_back ? "rolled back (" + std::to_string(r.restored) + " replicas restored)"
                   : r.rolled_forward ? "rolled forward"
                   : r.found_undo ? "nothing left to undo"
-                                 : "no undo record for the lock";
+                                 : "no undo record for the lock" +
+                                       (r.why_no_undo.empty() ? std::string() : " (" + r.why_no_undo + ")");
   return s + ", " + std::to_string(r.released) + " lock(s) released";
 }
 

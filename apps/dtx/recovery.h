@@ -22,6 +22,9 @@ struct RecoveryReport {
   bool rolled_back = false;
   int released = 0;          ///< locks released
   int restored = 0;          ///< replicas given their image from before
+  /// Without found_undo: why the owner's log slot did not cover the lock
+  /// (empty, a record that does not decode, or one naming other locks).
+  std::string why_no_undo;
 };
 
 /// The record at `found` (a primary slot on its blade) is locked with

@@ -240,9 +240,10 @@ Status Transaction::suspect(GlobalAddress slot, uint64_t lock, bool* recovered) 
   Status s = RecoverLock(db_, slot, lock, &report);
   if (!s.ok()) return s;
   ++stats_->recoveries;
-  LogPrintf(LogLevel::kWarn, "dtx/%s: %s %s; recovered its transaction: %s", db_.options().name.c_str(),
-            DescribeLockWord(owner).c_str(), by_session ? "left (its session ended)" : "stood still for a lease",
-            DescribeRecovery(report).c_str());
+  LogPrintf(LogLevel::kWarn, "dtx/%s: %s %s (met on memory node %d at 0x%llx); recovered its transaction: %s",
+            db_.options().name.c_str(), DescribeLockWord(owner).c_str(),
+            by_session ? "left (its session ended)" : "stood still for a lease", static_cast<int>(slot.node),
+            static_cast<unsigned long long>(slot.offset), DescribeRecovery(report).c_str());
   *recovered = true;
   return Status::OK();
 }

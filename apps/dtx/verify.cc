@@ -44,6 +44,15 @@ std::string Where(const TableInfo& t, uint64_t node, int slot) {
   return "table " + std::to_string(t.spec.id) + " node " + std::to_string(node) + " slot " + std::to_string(slot);
 }
 
+// What a replica's slot holds, for a message: key, version, lock, validity.
+std::string DescribeSlot(const TableInfo& t, const char* slot) {
+  Record r;
+  if (!DecodeSlot(slot, t.spec.value_bytes, &r)) return "bytes that fail the slot's checksum";
+  if (!r.valid && r.key == 0) return "an empty slot (" + DescribeRecordLock(r.lock) + ")";
+  return std::string(r.valid ? "" : "deleted ") + "key " + std::to_string(r.key) + " version " +
+         std::to_string(r.version) + " (" + DescribeRecordLock(r.lock) + ")";
+}
+
 }  // namespace
 
 std::string CompareReplicas(Database& db) {
@@ -61,7 +70,10 @@ std::string CompareReplicas(Database& db) {
                                                    std::to_string(first + n) + " overflow link"
                                              : Where(t, first + n, i)) +
                          ": the backup on memory node " + std::to_string(t.replicas[b]) +
-                         " differs from the primary on memory node " + std::to_string(t.replicas[0]);
+                         " differs from the primary on memory node " + std::to_string(t.replicas[0]) +
+                         (i == kSlotsPerNode ? std::string()
+                                             : " (primary: " + DescribeSlot(t, r[0] + at) +
+                                                   "; backup: " + DescribeSlot(t, r[b] + at) + ")");
                 }
               }
             }

@@ -115,12 +115,16 @@ pass "three clients killed (after validation, mid-commit, kill -9), two ran on: 
 # reports an unknown outcome or an error, never success), and the total, the
 # replicas, the locks and the history come out as before.
 # Four hot accounts: the survivors meet the stopped victims' locks at once.
-victim=("$bench" 2 4 --quiet --transfers-only --hot-accounts 4 --duration 30 --dump-file "")
+# One thread per victim: the thread that hits the fault point stops there;
+# a second thread would stop wherever SIGSTOP found it, sometimes inside the
+# shm provider's copy of a write, the one window shm cannot fence (README,
+# "Fencing"; verbs has no such window), which this test does not claim.
+victim=("$bench" 1 4 --quiet --transfers-only --hot-accounts 4 --duration 30 --dump-file "")
 stopped=()
-SMART_FAULTS="stop@point:dtx.commit.checked#$(sized 300 15)" "${victim[@]}" --history "$WORK_DIR/history.s0" \
+SMART_FAULTS="stop@point:dtx.commit.checked#$(sized 150 15)" "${victim[@]}" --history "$WORK_DIR/history.s0" \
   >"$WORK_DIR/stopped.0" 2>&1 &
 stopped+=($!)
-SMART_FAULTS="stop@posted:write#$(sized 2001 81)" "${victim[@]}" --history "$WORK_DIR/history.s1" \
+SMART_FAULTS="stop@posted:write#$(sized 1001 81)" "${victim[@]}" --history "$WORK_DIR/history.s1" \
   >"$WORK_DIR/stopped.1" 2>&1 &
 stopped+=($!)
 for v in 0 1; do
@@ -138,6 +142,7 @@ for c in 5 6; do
 done
 grep -q "fencing client" "$WORK_DIR"/blade*.log ||
   { tail -n 5 "$WORK_DIR/client.5" "$WORK_DIR/client.6" >&2; fail "no blade fenced a stopped client"; }
+fenced=0
 for v in 0 1; do
   kill -CONT "${stopped[$v]}"
   set +e
@@ -145,11 +150,18 @@ for v in 0 1; do
   status=$?
   set -e
   # Fenced, the resumed victim's next requests fail: it stops with an error,
-  # naming its ended session.
-  ((status != 0)) || { tail -n 30 "$WORK_DIR/stopped.$v" >&2; fail "resumed victim $v ran on as if not fenced"; }
-  grep -q "ended this client's session\|fenced" "$WORK_DIR/stopped.$v" ||
-    { cat "$WORK_DIR/stopped.$v" >&2; fail "resumed victim $v did not say it was fenced"; }
+  # naming its ended session. A victim whose locks no survivor happened to
+  # meet (a loaded host runs few transactions) was not fenced, and runs on.
+  if grep -q "ended this client's session" "$WORK_DIR/stopped.$v"; then
+    ((status != 0)) || { tail -n 30 "$WORK_DIR/stopped.$v" >&2; fail "resumed victim $v ran on though fenced"; }
+    fenced=$((fenced + 1))
+  else
+    ((status == 0)) || { tail -n 30 "$WORK_DIR/stopped.$v" >&2; fail "resumed victim $v, never fenced, failed"; }
+    echo "info: no survivor met a lock of victim $v; it was not fenced and ran on"
+  fi
 done
+((fenced > 0)) || fail "neither stopped victim was fenced"
+
 delta=$(awk '!/^[?]/ {s += $1} END {print s}' "$WORK_DIR/delta")
 "$bench" 1 1 --check-only --expect-delta "$delta" --dump-file "" >"$WORK_DIR/check" 2>&1 ||
   { cat "$WORK_DIR/check" >&2; fail "after clients stopped mid-commit, the database does not match what was committed"; }

@@ -23,6 +23,7 @@
 
 #include "smart/common.h"
 #include "smart/logging.h"
+#include "smart/resource/net.h"
 #include "smart/status.h"
 #include "smart/transport/shm/shm_internal.h"
 
@@ -131,13 +132,6 @@ std::string DescribeConnectFailure(const std::string& path, int err) {
   return message;
 }
 
-void SetTimeouts(int fd, int ms) {
-  timeval tv{};
-  tv.tv_sec = ms / 1000;
-  tv.tv_usec = (ms % 1000) * 1000;
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-}
 
 // The answer to a client whose user may map only a sealed pool, when the
 // pool is a file or device: this word, then the blade's uid.
@@ -390,7 +384,7 @@ ReceivedRegions ReceiveRegions(const std::string& exported) {
   const std::string token = exported.substr(nul + 1);
   const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) throw Error(Errno("shm transport: socket"));
-  SetTimeouts(fd, 5000);
+  SetSocketTimeouts(fd, 5000);
   socklen_t len;
   sockaddr_un addr = PathAddress(name, &len);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {

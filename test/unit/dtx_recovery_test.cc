@@ -166,6 +166,10 @@ class DtxShortLeaseTest : public DtxRecoveryTest {
  protected:
   DtxShortLeaseTest() { lease_ns_ = 200000000; }  // 0.2 s
 
+  // A holder stopped before its undo record landed: recovering one of its
+  // locks cannot find the other, and the survivor meets that one next.
+  void EveryLockOfADeadHolder();
+
   // Starts a second client (the holder) that locks accounts a and b to move
   // 400 from a to b, and stops at the nth hit of `point` in its commit
   // (default: between its validation and its writes; its session stays
@@ -269,7 +273,9 @@ TEST_F(DtxShortLeaseTest, AStoppedHolderIsTakenOverAfterItsLeaseAndFindsOutBefor
   ExpectCleanState();
 }
 
-TEST_F(DtxShortLeaseTest, EveryLockOfAHolderFoundDeadIsRecoveredWithoutAnotherLease) {
+TEST_F(DtxShortLeaseTest, EveryLockOfAHolderFoundDeadIsRecoveredWithoutAnotherLease) { EveryLockOfADeadHolder(); }
+
+void DtxShortLeaseTest::EveryLockOfADeadHolder() {
   // The holder stops before its undo record landed, so recovering one of its
   // locks cannot find the other; the survivor meets that one next.
   std::thread holder = StopHolding(50, 51);
@@ -323,6 +329,12 @@ class DtxShortLeaseUnfencedTest : public DtxShortLeaseTest {
  protected:
   DtxShortLeaseUnfencedTest() { fence_ = FenceMode::kNever; }
 };
+
+// Unfenced, a holder found dead keeps its session: only the task's memory
+// that it is dead spares each of its other locks a lease of its own.
+TEST_F(DtxShortLeaseUnfencedTest, EveryLockOfAHolderFoundDeadIsRecoveredWithoutAnotherLease) {
+  EveryLockOfADeadHolder();
+}
 
 TEST_F(DtxShortLeaseUnfencedTest, AStoppedHolderFindsItsLocksTakenBeforeWriting) {
   std::thread holder = StopHolding(46, 47);

@@ -112,21 +112,12 @@ void SessionKey::wipe() { sodium_memzero(key_.data(), key_.size()); }
 
 namespace {
 
-constexpr char kHexDigits[] = "0123456789abcdef";
-
+// Lower-case hex of `n` bytes (libsodium's).
 std::string Hex(const unsigned char* bytes, size_t n) {
-  std::string out;
-  for (size_t i = 0; i < n; ++i) {
-    out.push_back(kHexDigits[bytes[i] >> 4]);
-    out.push_back(kHexDigits[bytes[i] & 15]);
-  }
+  std::string out(2 * n + 1, '\0');
+  sodium_bin2hex(out.data(), out.size(), bytes, n);
+  out.pop_back();
   return out;
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
 }
 
 // The hash's key (its bytes and the closing zero, the least it takes).
@@ -191,11 +182,12 @@ SessionKey SessionKey::Parse(const std::string& text, const std::string& name) {
   }
   std::string raw(kKeyBytes, '\0');
   const WipeOnExit wipe_raw(raw.data(), raw.size());
-  for (size_t i = 0; i < kKeyBytes; ++i) {
-    const int hi = HexValue(lines[2][4 + 2 * i]);
-    const int lo = HexValue(lines[2][5 + 2 * i]);
-    if (hi < 0 || lo < 0) throw bad("has no valid key line (\"key \" and 64 lowercase hex digits)");
-    raw[i] = static_cast<char>(hi << 4 | lo);
+  size_t decoded = 0;
+  if (lines[2].find_first_not_of("0123456789abcdef", 4) != std::string::npos ||
+      sodium_hex2bin(reinterpret_cast<unsigned char*>(raw.data()), raw.size(), lines[2].data() + 4, 2 * kKeyBytes,
+                     nullptr, &decoded, nullptr) != 0 ||
+      decoded != kKeyBytes) {
+    throw bad("has no valid key line (\"key \" and 64 lowercase hex digits)");
   }
   sodium_memzero(lines[2].data(), lines[2].size());
   SessionKey key = FromBytes(raw, name);

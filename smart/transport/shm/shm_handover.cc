@@ -139,6 +139,14 @@ constexpr uint64_t kRefusedUnsealed = ~uint64_t{0} - 1;
 
 constexpr unsigned kPoolSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
+// Answers a peer refused with `code` (kRefusedUser, kRefusedUnsealed): the
+// code, then the blade's uid, instead of a region count.
+void SendRefusal(int fd, uint64_t code) {
+  const uint64_t answer[2] = {code, geteuid()};
+  ssize_t ignored = send(fd, answer, sizeof(answer), MSG_NOSIGNAL | MSG_DONTWAIT);
+  (void)ignored;
+}
+
 }  // namespace
 
 bool SealPool(int fd) { return fcntl(fd, F_ADD_SEALS, kPoolSeals) == 0; }
@@ -270,9 +278,7 @@ void ShmDevice::serve_fds() {
       char token[kTokenBytes];
       const ssize_t n = ready ? recv(w.fd, token, sizeof(token), MSG_DONTWAIT) : -1;
       if (!w.allowed) {
-        const uint64_t refuse[2] = {kRefusedUser, geteuid()};
-        ssize_t ignored = send(w.fd, refuse, sizeof(refuse), MSG_NOSIGNAL | MSG_DONTWAIT);
-        (void)ignored;
+        SendRefusal(w.fd, kRefusedUser);
       } else {
         hand_over(w.fd, w.cred, n == static_cast<ssize_t>(kTokenBytes) ? token : nullptr);
       }
@@ -348,9 +354,7 @@ void ShmDevice::hand_over(int client, const ucred& cred, const char* token) {
                  static_cast<unsigned>(cred.uid), static_cast<int>(cred.pid), static_cast<unsigned>(geteuid()),
                  LogRateLimit::Suppressed(suppressed).c_str());
     }
-    const uint64_t refuse[2] = {kRefusedUnsealed, geteuid()};
-    ssize_t ignored = send(client, refuse, sizeof(refuse), MSG_NOSIGNAL | MSG_DONTWAIT);
-    (void)ignored;
+    SendRefusal(client, kRefusedUnsealed);
     return;
   }
   // Payload: region count, then each region's length; the fds ride along.

@@ -68,7 +68,7 @@ int Run(const YcsbOptions& o, const Flags& f, const DataStructureConfig& config,
   }
   Initiator initiator(smart_config);
   for (size_t i = 0; i < servers.size(); ++i) {
-    initiator.connect(static_cast<node_t>(i), servers[i].hostname, servers[i].port, o.threads + 1);
+    initiator.connect(static_cast<node_t>(i), servers[i].hostname, servers[i].port, o.threads + 1, servers[i].pool_id);
   }
   btree::TreeOptions options;
   options.speculative_lookup = smart_config.use_speculative_lookup;

@@ -182,7 +182,7 @@ int BenchMain::run_workload(const Workload& w, const TransactionConfig& config, 
   }
   Initiator initiator(smart_config);
   for (size_t i = 0; i < servers.size(); ++i) {
-    initiator.connect(static_cast<node_t>(i), servers[i].hostname, servers[i].port, threads_ + 1);
+    initiator.connect(static_cast<node_t>(i), servers[i].hostname, servers[i].port, threads_ + 1, servers[i].pool_id);
   }
   DatabaseOptions options;
   options.name = name_;

@@ -57,7 +57,7 @@ int Run(const YcsbOptions& o, const DataStructureConfig& config, SmartConfig sma
   }
   Initiator initiator(smart_config);
   for (size_t i = 0; i < servers.size(); ++i) {
-    initiator.connect(static_cast<node_t>(i), servers[i].hostname, servers[i].port, o.threads + 1);
+    initiator.connect(static_cast<node_t>(i), servers[i].hostname, servers[i].port, o.threads + 1, servers[i].pool_id);
   }
   hashtable::TableOptions options;
   options.expected_keys = o.max_key;

@@ -50,6 +50,7 @@ struct ConflictAvoidanceConfig {
 /// authentication (README, "Security"). `"auth": "none"` instead of an
 /// object says explicitly that a memory blade takes clients without a key.
 struct AuthConfig {
+  std::string source;       ///< the file it came from (for messages)
   bool configured = false;  ///< the file has an `auth` key
   bool none = false;        ///< `"auth": "none"`
   /// The shared key (32 or more bytes; smart_keygen writes one). Relative
@@ -57,6 +58,10 @@ struct AuthConfig {
   std::string key_file;
   /// shm: users besides the memory blade's own that may map its pool.
   std::vector<uint32_t> allow_uids;
+  /// A memory blade's further keys, accepted besides `key_file` while the
+  /// cluster moves from one key to another (each client names its key by
+  /// ID). Relative to the config file's directory.
+  std::vector<std::string> also_accept;
 };
 
 /// smart_config.json: the transport, queue pairs and the three techniques. The defaults are every key's default.
@@ -172,6 +177,19 @@ struct BackendConfig {
   /// arrived at, so that a relay cannot pass it on to another blade; true
   /// lets forwarded connections in (NAT, a port mapping, a proxy).
   bool accept_forwarded = false;
+  /// `max_startups`, "start:rate:full" in sshd's MaxStartups form: with
+  /// `start` or more connections that have not proven the key, a newcomer
+  /// is refused (told to retry) with probability rate%; at `full` the
+  /// longest-waiting of them is dropped for it instead.
+  struct {
+    int start = 64;
+    int rate = 30;
+    int full = 256;
+  } max_startups;
+  /// Connections that have not proven the key from one address (IPv4, or
+  /// an IPv6 /64), at most: a newcomer from an address at the limit takes
+  /// the place of that address's longest-waiting one.
+  int max_startups_per_source = 16;
 
   /// Loads and checks `path`. Throws smart::Error.
   static BackendConfig LoadFile(const std::string& path);
@@ -183,6 +201,9 @@ struct BackendConfig {
 struct ServerAddress {
   std::string hostname;  ///< host name or address
   int port = 12345;  ///< TCP port of its handshake; 0 in test_rdma.json's `servers`: its `port` key
+  /// The blade's pool ID, pinned (`"pool_id"`): the client refuses a blade
+  /// that serves another pool. 0: any.
+  uint64_t pool_id = 0;
 };
 
 /// Parses an address as every server list and `--server` flag accepts it:

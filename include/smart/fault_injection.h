@@ -66,9 +66,8 @@
 /// - The framework: lock.acquire.wait (a RemoteLock::acquire that found the
 ///   lock held, before each pause); initiator.doorbell (before a doorbell is
 ///   rung); blade.handshake.thread
-///   (a memory blade about to start the thread of an accepted connection's
-///   handshake); blade.handshake.dropped (the thread of a handshake dropped
-///   for a newer connection, before it answers and lets go of its socket).
+///   (a memory blade about to start the thread of a connection whose
+///   client proved the key).
 #pragma once
 
 #include <atomic>

@@ -40,8 +40,11 @@ class Initiator {
 
   /// Connects memory blade `node` at host:port with `qp_count` queue pairs,
   /// one for each thread that will use it (threads beyond that count fail
-  /// unless experimental.qp_sharing is on). Throws smart::Error.
-  void connect(node_t node, const std::string& host, int port, int qp_count);
+  /// unless experimental.qp_sharing is on). A blade that says it is busy
+  /// (its max_startups) is tried again until connect_timeout_ms has passed.
+  /// A non-zero `pool_id` pins the blade's pool: a blade serving another
+  /// is refused. Throws smart::Error.
+  void connect(node_t node, const std::string& host, int port, int qp_count, uint64_t pool_id = 0);
   /// Closes the connection to memory blade `node` (nothing when not connected).
   void disconnect(node_t node);
   /// True while memory blade `node` is connected.

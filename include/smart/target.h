@@ -43,8 +43,21 @@ class Target {
   const std::string& listen_address() const;
   /// True when clients must prove they hold the key (`auth.key_file`).
   bool authenticates() const;
+  /// Reads the keys again from the `auth` these configs give (key_file and
+  /// also_accept), for a key rotation without a restart: handshakes from
+  /// then on may prove the new set; sessions and handshakes in progress go
+  /// on. Cannot turn authentication on or off. Throws smart::Error naming
+  /// the file, and keeps the old keys, when a key cannot be loaded.
+  void reload_keys(const SmartConfig& smart_config, const BackendConfig& backend_config);
   /// Connections accepted whose handshake has not ended yet.
   int handshakes_in_progress() const;
+  /// The pool's ID: random, stamped into the pool when it is formatted (a
+  /// file pool keeps it across restarts). Clients may pin it
+  /// (`memory_servers`' `"pool_id"`); both proofs of a keyed handshake
+  /// cover it.
+  uint64_t pool_id() const;
+  /// The pool ID as 16 hex digits, as a config pins it.
+  std::string pool_id_text() const;
 
   /// Start of the pool in this process.
   char* base() const { return base_; }
@@ -94,6 +107,12 @@ int WaitForTerminationSignal();
 void InstallTerminationHandlers();
 /// True once SIGINT or SIGTERM arrived (after InstallTerminationHandlers).
 bool TerminationRequested();
+/// Makes SIGHUP ask for a reload (WaitForTerminationOrReload) instead of
+/// ending the process.
+void InstallReloadHandler();
+/// Waits for SIGINT or SIGTERM (returned) or SIGHUP (returned once per
+/// reload asked for; after InstallReloadHandler).
+int WaitForTerminationOrReload();
 
 /// The whole main() of an application's memory-blade program (e.g.
 /// hashtable_backend): options CONFIG, --port, --bind, --capacity and

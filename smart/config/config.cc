@@ -110,7 +110,8 @@ const char* DoorbellModeName(DoorbellMode m) {
 namespace {
 
 void ReadAuth(ConfigReader& r, const std::string& source, AuthConfig* auth) {
-  const char* expectation = "\"none\" or an object {\"key_file\": path, \"allow_uids\": [uid, ...]}";
+  const char* expectation =
+      "\"none\" or an object {\"key_file\": path, \"also_accept\": [path, ...], \"allow_uids\": [uid, ...]}";
   const nlohmann::json* value = r.get("auth", false, expectation);
   if (value == nullptr) return;
   auth->configured = true;
@@ -125,6 +126,18 @@ void ReadAuth(ConfigReader& r, const std::string& source, AuthConfig* auth) {
     const size_t slash = source.rfind('/');
     if (slash != std::string::npos) auth->key_file = source.substr(0, slash + 1) + auth->key_file;
   }
+  if (const nlohmann::json* paths = r.get("auth.also_accept", false, "an array of key file paths")) {
+    if (!paths->is_array()) r.fail("auth.also_accept", "an array of key file paths", paths);
+    for (const nlohmann::json& path : *paths) {
+      if (!path.is_string() || path.get<std::string>().empty()) {
+        r.fail("auth.also_accept", "an array of key file paths (non-empty strings)", paths);
+      }
+      std::string file = path.get<std::string>();
+      const size_t slash = source.rfind('/');
+      if (file[0] != '/' && slash != std::string::npos) file = source.substr(0, slash + 1) + file;
+      auth->also_accept.push_back(file);
+    }
+  }
   if (const nlohmann::json* uids = r.get("auth.allow_uids", false, "an array of user ids")) {
     if (!uids->is_array()) r.fail("auth.allow_uids", "an array of user ids", uids);
     for (const nlohmann::json& uid : *uids) {
@@ -134,6 +147,25 @@ void ReadAuth(ConfigReader& r, const std::string& source, AuthConfig* auth) {
       auth->allow_uids.push_back(uid.get<uint32_t>());
     }
   }
+}
+
+// max_startups: "start:rate:full" (sshd's MaxStartups form).
+void ReadMaxStartups(ConfigReader& r, BackendConfig* c) {
+  const char* expectation = "\"start:rate:full\" with 1 <= start <= full <= 1022 and rate a percentage (0..100), "
+                            "default \"64:30:256\"";
+  const nlohmann::json* value = r.get("max_startups", false, expectation);
+  if (value == nullptr) return;
+  if (!value->is_string()) r.fail("max_startups", expectation, value);
+  const std::string text = value->get<std::string>();
+  int start = 0, rate = 0, full = 0;
+  char tail = 0;
+  if (sscanf(text.c_str(), "%d:%d:%d%c", &start, &rate, &full, &tail) != 3 || start < 1 || start > full ||
+      full > kMaxSessions - 1 || rate < 0 || rate > 100 || text.find_first_not_of("0123456789:") != std::string::npos) {
+    r.fail("max_startups", expectation, value);
+  }
+  c->max_startups.start = start;
+  c->max_startups.rate = rate;
+  c->max_startups.full = full;
 }
 
 }  // namespace
@@ -345,6 +377,8 @@ BackendConfig BackendConfig::Parse(const std::string& text, const std::string& s
   r.get_int("nic_numa_node", &c.nic_numa_node, false, -1, 4096);
   r.get_int("max_clients", &c.max_clients, false, 1, kMaxSessions - 1);
   r.get_bool("accept_forwarded", &c.accept_forwarded, false);
+  ReadMaxStartups(r, &c);
+  r.get_int("max_startups_per_source", &c.max_startups_per_source, false, 1, kMaxSessions - 1);
   r.get_string("bind", &c.bind, false);
   if (c.bind.empty()) r.fail("bind", "an address to listen on (127.0.0.1, ::1, 0.0.0.0, ::, a host name)", r.get("bind", true, ""));
   ReadAuth(r, source, &c.auth);

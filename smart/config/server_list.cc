@@ -2,6 +2,8 @@
 // (ParseServerAddress), and the lists of the bench configs.
 #include "smart/config/server_list.h"
 
+#include "smart/resource/auth.h"
+
 #include <cstdlib>
 #include <string>
 
@@ -62,21 +64,29 @@ ServerAddress ReadServerEntry(ConfigReader& r, const char* key, const char* expe
     }
   }
   const bool port_optional = default_port >= 0;
-  if (!s.is_object() || !s.contains("hostname") || s.size() != (s.contains("port") ? 2u : 1u) ||
+  const size_t known = 1 + (s.is_object() && s.contains("port") ? 1 : 0) + (s.is_object() && s.contains("pool_id") ? 1 : 0);
+  if (!s.is_object() || !s.contains("hostname") || s.size() != known ||
       (!port_optional && !s.contains("port")) || !s["hostname"].is_string() ||
       s["hostname"].get<std::string>().empty() ||
       (s.contains("port") && (!s["port"].is_number_integer() || s["port"].get<long>() < 1 ||
                               s["port"].get<long>() > 65535))) {
     r.fail(key, expectation, &s);
   }
-  return ServerAddress{s["hostname"].get<std::string>(),
-                       s.contains("port") ? static_cast<int>(s["port"].get<long>()) : default_port};
+  ServerAddress address{s["hostname"].get<std::string>(),
+                        s.contains("port") ? static_cast<int>(s["port"].get<long>()) : default_port};
+  if (s.contains("pool_id")) {
+    // The blade's pool, pinned: its ID as the blade prints it at start.
+    if (!s["pool_id"].is_string() || !ParsePoolId(s["pool_id"].get<std::string>(), &address.pool_id)) {
+      r.fail(key, "\"pool_id\": 16 lowercase hex digits, as the memory blade prints its pool ID", &s);
+    }
+  }
+  return address;
 }
 
 // memory_servers: [{"hostname": ..., "port": ...} or "host:port", ...].
 void ReadMemoryServers(ConfigReader& r, bool required, std::vector<ServerAddress>* out) {
   const char* expectation = "an array of memory blade addresses: \"host:port\" or "
-                            "{\"hostname\": string, \"port\": integer}";
+                            "{\"hostname\": string, \"port\": integer, \"pool_id\": 16 hex digits (optional)}";
   const nlohmann::json* servers = r.get("memory_servers", required, expectation);
   if (servers == nullptr) return;
   if (!servers->is_array()) r.fail("memory_servers", expectation, servers);

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <random>
+#include <thread>
 
 #include "smart/initiator/initiator_impl.h"
 #include "smart/logging.h"
@@ -217,7 +219,7 @@ uint64_t Initiator::remote_capacity(node_t node) const {
   return impl_->connections[node]->regions[kMainMemoryRegion].length;
 }
 
-void Initiator::connect(node_t node, const std::string& host, int port, int qp_count) {
+void Initiator::connect(node_t node, const std::string& host, int port, int qp_count, uint64_t pool_id) {
   Impl& im = *impl_;
   if (node >= im.config.max_nodes) {
     throw Error("connect: memory node id " + std::to_string(node) + " is not below max_nodes (" +
@@ -232,127 +234,45 @@ void Initiator::connect(node_t node, const std::string& host, int port, int qp_c
     std::lock_guard<std::mutex> lock(im.mutex);
     if (im.connections[node]) throw Error("connect: memory node " + std::to_string(node) + " is already connected");
   }
-  auto conn = std::make_unique<Connection>();
-  conn->node = node;
-  conn->host = host;
-  conn->port = port;
-  conn->qp_count = qp_count;
+  // A blade busy with handshakes (max_startups, or a flood) refuses with
+  // "busy": try again, each time after a longer random pause, until
+  // connect_timeout_ms has passed since the first attempt.
+  const auto start = std::chrono::steady_clock::now();
+  const Deadline deadline = start + std::chrono::milliseconds(im.config.connect_timeout_ms);
   const std::string peer = host + ":" + std::to_string(port);
-  conn->tcp_fd = TcpConnect(host, port, im.config.connect_timeout_ms);
-  const Deadline deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(im.config.connect_timeout_ms);
-
-  // Each side proves the key before the client sends its endpoints or the
-  // blade reveals its pool (smart/resource/handshake.h).
-  // Every message so far, for the proofs (smart/resource/auth.h).
-  Transcript transcript;
-  AuthHello auth_hello;
-  auth_hello.has_key = im.key.has_value();
-  auth_hello.nonce = RandomNonce();
-  if (im.key) auth_hello.key_id = im.key->id();
-  // Where this connection goes, as this client sees it: both proofs cover
-  // it, and the blade checks it is where the connection arrived.
-  auth_hello.dialled = PeerAddress(conn->tcp_fd);
-  const std::string auth_frame = auth_hello.Encode();
-  transcript.add(auth_frame);
-  SendFrame(conn->tcp_fd, auth_frame, peer);
-  const std::string challenge_frame = RecvFrame(conn->tcp_fd, peer, kMaxAuthFrame, deadline);
-  const AuthChallenge challenge = AuthChallenge::Decode(challenge_frame, peer);
-  if (!challenge.error.empty()) {
-    throw Error("memory blade " + peer + " refused the connection: " + PeerText(challenge.error) +
-                (im.key ? " (this client's key: " + im.key->path() + ", ID " + im.key->id() + ")" : ""));
-  }
-  transcript.add(challenge_frame);
-  ClientHello hello;
-  if (im.key) {
-    // The blade proves the key in its answer to this hello (handshake.h);
-    // one that has none gets neither endpoints nor a proof.
-    std::string problem;
-    if (!challenge.has_key) {
-      problem = "it proves no key, and this client has one (auth.key_file " + im.key->path() +
-                "): give the memory blade the same key, or remove auth.key_file here";
-    }
-    if (!problem.empty()) {
-      ClientHello give_up;
-      give_up.error = "the client does not trust the memory blade: " + problem;
-      try {
-        SendFrame(conn->tcp_fd, give_up.Encode(), peer);
-      } catch (const Error&) {
+  std::unique_ptr<Connection> conn;
+  int pause_ms = 5;
+  std::string busy;  // the last busy refusal
+  for (int attempt = 1;; ++attempt) {
+    conn = std::make_unique<Connection>();
+    conn->node = node;
+    conn->host = host;
+    conn->port = port;
+    conn->qp_count = qp_count;
+    try {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      conn->tcp_fd = TcpConnect(host, port, static_cast<int>(std::max<int64_t>(1, left.count())));
+      im.handshake(conn.get(), peer, deadline, pool_id);
+      break;
+    } catch (const BusyRefusal& e) {
+      busy = e.what();
+      thread_local std::mt19937 random{std::random_device{}()};
+      const int pause = std::uniform_int_distribution<int>(pause_ms / 2, pause_ms)(random);
+      if (std::chrono::steady_clock::now() + std::chrono::milliseconds(pause) >= deadline) {
+        throw Error(busy + " (busy at each of " + std::to_string(attempt) + " attempts within connect_timeout_ms, " +
+                    std::to_string(im.config.connect_timeout_ms) + " ms)");
       }
-      throw Error("memory blade " + peer + " failed authentication: " + problem);
-    }
-    hello.has_proof = true;
-  }
-  hello.transport = im.device->kind();
-  {
-    std::lock_guard<std::mutex> lock(im.mutex);
-    for (int i = 0; i < qp_count; ++i) {
-      QueuePairOptions options;
-      options.max_send_wr = im.config.qp_param.max_wqe_size;
-      options.max_recv_wr = 1;
-      options.max_sge = im.config.qp_param.max_sge_size;
-      options.max_inline_data = im.config.qp_param.max_inline_data;
-      options.concurrent = im.shared_qps;
-      if (im.config.thread_aware_alloc.shared_cq) {
-        options.cq = im.ensure_slot(i);
-      } else {
-        conn->private_cqs.push_back(
-            im.device->create_cq(im.config.qp_param.max_cqe_size, nullptr, im.shared_qps));
-        options.cq = conn->private_cqs.back().get();
-      }
-      options.domain = im.slots[i].domain.get();
-      conn->qps.push_back(im.device->create_qp(options));
-      hello.endpoints.push_back(conn->qps.back()->endpoint());
+      if (attempt == 1) SMART_INFO("memory blade %s is busy; trying again within connect_timeout_ms", peer.c_str());
+      conn.reset();
+      std::this_thread::sleep_for(std::chrono::milliseconds(pause));
+      pause_ms = std::min(pause_ms * 2, 200);
+    } catch (const Error& e) {
+      // A retry that ran out of time: the busy blade is the story.
+      if (busy.empty() || std::chrono::steady_clock::now() < deadline) throw;
+      throw Error(busy + " (busy at each of " + std::to_string(attempt - 1) + " attempts within connect_timeout_ms, " +
+                  std::to_string(im.config.connect_timeout_ms) + " ms; the last attempt: " + e.what() + ")");
     }
   }
-  // The proof covers the endpoints: the blade connects to these or to none.
-  transcript.add(hello.EncodeUnproven());
-  if (im.key) hello.proof = im.key->prove(AuthRole::kClient, transcript);
-  SendFrame(conn->tcp_fd, hello.Encode(), peer);
-  const std::string reply_frame = RecvFrame(conn->tcp_fd, peer, kMaxHelloFrame, deadline);
-  const ServerHello reply = ServerHello::Decode(reply_frame, peer);
-  if (!reply.error.empty()) {
-    throw Error("memory blade " + peer + " refused the connection: " + PeerText(reply.error));
-  }
-  if (im.key) {
-    // Nothing in the reply is used before its proof holds.
-    transcript.add(Unproven(reply_frame, reply.has_proof));
-    if (!reply.has_proof) {
-      throw Error("memory blade " + peer + " failed authentication: its answer carries no proof of the key");
-    }
-    if (!im.key->verify(AuthRole::kBladeHello, transcript, reply.proof)) {
-      throw Error("memory blade " + peer + " failed authentication: its proof does not match this client's key (" +
-                  im.key->path() + ", ID " + im.key->id() + ") and this handshake: the two sides' auth.key_file "
-                  "hold different keys, or messages were altered in transit");
-    }
-  }
-  if (reply.endpoints.size() != static_cast<size_t>(qp_count)) {
-    throw Error("memory blade " + peer + " answered with " + std::to_string(reply.endpoints.size()) +
-                " queue pairs for " + std::to_string(qp_count));
-  }
-  if (!reply.window_rkeys.empty() && reply.window_rkeys.size() != static_cast<size_t>(qp_count)) {
-    throw Error("memory blade " + peer + " answered with " + std::to_string(reply.window_rkeys.size()) +
-                " memory windows for " + std::to_string(qp_count) + " queue pairs");
-  }
-  std::vector<RemoteRegion> regions(reply.regions, reply.regions + kMemoryRegions);
-  for (int i = 0; i < kMemoryRegions; ++i) conn->regions[i] = reply.regions[i];
-  conn->window_rkeys = reply.window_rkeys;
-  conn->session = reply.session;
-  conn->peer = im.device->import_regions(regions, reply.exported);
-  if (reply.session.slot != 0 && reply.regions[kMainMemoryRegion].valid) {
-    // Where the memory blade cannot end this session's access itself (shm),
-    // the provider checks the session's word before each write (the soft
-    // fence; remote_lock.h).
-    const RemoteRegion& pool = reply.regions[kMainMemoryRegion];
-    conn->peer->guard_session(pool.addr + SessionWordAddress(reply.session.slot), pool.rkey,
-                              kSessionAliveBit | reply.session.incarnation);
-  }
-  for (int i = 0; i < qp_count; ++i) conn->qps[i]->connect(reply.endpoints[i], conn->peer);
-  SendByte(conn->tcp_fd, kClientReady, peer);
-  if (RecvByte(conn->tcp_fd, peer, deadline) != kServerReady) {
-    throw Error("memory blade " + peer + " did not confirm the connection");
-  }
-  SetSocketTimeouts(conn->tcp_fd, 0);
   {
     std::lock_guard<std::mutex> lock(im.mutex);
     im.connections[node] = std::move(conn);

@@ -15,6 +15,7 @@
 
 #include "smart/initiator.h"
 #include "smart/resource/auth.h"
+#include "smart/resource/net.h"
 #include "smart/task.h"
 #include "smart/task/task_hooks.h"
 #include "smart/throttle.h"
@@ -174,6 +175,13 @@ struct ThreadState {
   std::deque<int> allocator_waiters;
 };
 
+// A refusal for load (the blade's max_startups or a flood): connect()
+// tries again.
+class BusyRefusal : public Error {
+ public:
+  using Error::Error;
+};
+
 struct Initiator::Impl {
   explicit Impl(const SmartConfig& config);
   ~Impl();
@@ -274,6 +282,10 @@ struct Initiator::Impl {
   Status failure_status(const ibv_wc& wc, const Connection* connection) const;
   void tune();
   void watch_connections();
+  // The handshake on conn->tcp_fd (initiator_handshake.cc): fills in the
+  // connection's queue pairs, regions and session. Throws BusyRefusal when
+  // the blade refuses for load, smart::Error otherwise.
+  void handshake(Connection* conn, const std::string& peer, Deadline deadline, uint64_t pool_id);
   void apply_bound(int bound);
   CompletionQueue* ensure_slot(int index);
 };

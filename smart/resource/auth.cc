@@ -296,4 +296,23 @@ bool IsLoopbackAddress(const std::string& address) {
   return false;
 }
 
+uint64_t NewPoolId() {
+  InitSodium();
+  uint64_t id = 0;
+  while (id == 0) randombytes_buf(&id, sizeof(id));
+  return id;
+}
+
+std::string PoolIdText(uint64_t id) {
+  char text[17];
+  snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(id));
+  return text;
+}
+
+bool ParsePoolId(const std::string& text, uint64_t* id) {
+  if (text.size() != 16 || text.find_first_not_of("0123456789abcdef") != std::string::npos) return false;
+  *id = std::stoull(text, nullptr, 16);
+  return *id != 0;
+}
+
 }  // namespace smart

@@ -95,6 +95,15 @@ std::string KeyFileText(const std::string& key);
 // A fresh random nonce (libsodium's randombytes).
 Nonce RandomNonce();
 
+// A memory blade pool's ID: 8 random bytes (never 0) stamped into the pool
+// when it is formatted, so a file pool keeps it across restarts. A client
+// that pins it (memory_servers' "pool_id") refuses any other pool. Written
+// as 16 hex digits.
+uint64_t NewPoolId();
+std::string PoolIdText(uint64_t id);
+// Parses 16 hex digits; false for anything else.
+bool ParsePoolId(const std::string& text, uint64_t* id);
+
 // Writes a key file with a new random key to `path`, created with mode 0600
 // (never replacing an existing file); returns the key's ID. Throws
 // smart::Error naming the path and the cause.

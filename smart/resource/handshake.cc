@@ -111,9 +111,13 @@ std::string AuthChallenge::Encode() const {
   WireWriter w;
   PutHeader(w, HandshakeMessage::kAuthChallenge);
   w.str(error);
-  if (!error.empty()) return w.data();
+  if (!error.empty()) {
+    w.u8(busy ? 1 : 0);
+    return w.data();
+  }
   w.u8(has_key ? 1 : 0);
   w.bytes(nonce.data(), nonce.size());
+  w.u64(pool_id);
   return w.data();
 }
 
@@ -124,11 +128,13 @@ AuthChallenge AuthChallenge::Decode(const std::string& data, const std::string& 
   AuthChallenge challenge;
   challenge.error = r.str(kMaxHandshakeError);
   if (!challenge.error.empty()) {
+    challenge.busy = GetFlag(r, what, "busy");
     r.finish();
     return challenge;
   }
   challenge.has_key = GetFlag(r, what, "key");
   r.bytes(challenge.nonce.data(), challenge.nonce.size());
+  challenge.pool_id = r.u64();
   r.finish();
   return challenge;
 }
@@ -176,7 +182,10 @@ std::string ServerHello::EncodeUnproven() const {
   WireWriter w;
   PutHeader(w, HandshakeMessage::kServerHello);
   w.str(error);
-  if (!error.empty()) return w.data();
+  if (!error.empty()) {
+    w.u8(busy ? 1 : 0);
+    return w.data();
+  }
   for (const RemoteRegion& region : regions) {
     w.u8(region.valid ? 1 : 0);
     w.u64(region.addr);
@@ -206,6 +215,7 @@ ServerHello ServerHello::Decode(const std::string& data, const std::string& peer
   ServerHello hello;
   hello.error = r.str(kMaxHandshakeError);
   if (!hello.error.empty()) {
+    hello.busy = GetFlag(r, what, "busy");
     r.finish();
     return hello;
   }

@@ -2,7 +2,8 @@
 // TCP, in four messages and a readiness exchange:
 //   client -> blade  AuthHello      a random nonce; the ID of the client's key
 //                                   (if it has one); the address it dialled
-//   blade -> client  AuthChallenge  the blade's nonce; whether it has a key
+//   blade -> client  AuthChallenge  the blade's nonce; whether it has a key;
+//                                   its pool ID
 //   client -> blade  ClientHello    queue pair endpoints and the client's proof
 //   blade -> client  ServerHello    memory regions, endpoints, transport details
 //                                   and, with a key, the blade's proof
@@ -35,7 +36,7 @@
 namespace smart {
 
 constexpr uint32_t kHandshakeMagic = 0x54524d53;  // "SMRT"
-constexpr uint16_t kHandshakeVersion = 6;
+constexpr uint16_t kHandshakeVersion = 7;
 // Frame limits: nothing before a proven key may make the other side
 // buffer more than a small message.
 constexpr uint32_t kMaxAuthFrame = 8192;
@@ -60,8 +61,12 @@ struct AuthHello {
 
 struct AuthChallenge {
   std::string error;  // non-empty: the memory blade refused the client
+  bool busy = false;  // with error: refused for load; the client may try again shortly
   bool has_key = false;
   Nonce nonce{};
+  // The blade's pool ID (Target::pool_id): covered by both proofs, and
+  // checked by a client that pins it (memory_servers' "pool_id").
+  uint64_t pool_id = 0;
 
   std::string Encode() const;
   static AuthChallenge Decode(const std::string& data, const std::string& peer);
@@ -81,6 +86,7 @@ struct ClientHello {
 
 struct ServerHello {
   std::string error;  // non-empty: the memory blade refused the client
+  bool busy = false;  // with error: refused for load; the client may try again shortly
   RemoteRegion regions[kMemoryRegions];
   std::vector<QueuePairEndpoint> endpoints;
   // Empty, or one per endpoint: the key to the main region that only the

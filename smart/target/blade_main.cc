@@ -43,11 +43,22 @@ int RunMemoryBladeMain(int argc, char** argv, const char* program, const char* d
     }
     Target target(smart_config, backend);
     target.start();
-    printf("%s: %" PRIu64 " MiB on %s, pool in %s, listening on port %d at %s, %s\n", program, backend.capacity,
-           target.transport_description().c_str(), target.backing_description().c_str(), target.port(),
-           target.listen_address().c_str(), target.authenticates() ? "clients must prove the key" : "no key");
+    printf("%s: %" PRIu64 " MiB on %s, pool in %s (pool ID %s), listening on port %d at %s, %s\n", program,
+           backend.capacity, target.transport_description().c_str(), target.backing_description().c_str(),
+           target.pool_id_text().c_str(), target.port(), target.listen_address().c_str(),
+           target.authenticates() ? "clients must prove the key" : "no key");
     fflush(stdout);
-    const int sig = WaitForTerminationSignal();
+    // SIGHUP: read the keys again (a rotation; README, Security).
+    InstallReloadHandler();
+    int sig;
+    while ((sig = WaitForTerminationOrReload()) == SIGHUP) {
+      try {
+        SmartConfig reread_smart = SmartConfig::Load();
+        target.reload_keys(reread_smart, BackendConfig::LoadFile(path));
+      } catch (const std::exception& e) {
+        SMART_ERROR("%s: SIGHUP: the keys were not reloaded, the old ones stay: %s", program, e.what());
+      }
+    }
     SMART_INFO("%s: %s, shutting down (%.1f MiB of the pool in use)", program, strsignal(sig),
                static_cast<double>(target.resident_bytes()) / (1 << 20));
     target.stop();

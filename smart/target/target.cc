@@ -109,7 +109,7 @@ struct PoolStamp {
   uint64_t magic;
   uint64_t capacity;
   uint64_t chunk_size;
-  uint64_t reserved;
+  uint64_t pool_id;  // random, at format (0 in pools formatted before it existed)
 };
 constexpr uint64_t kPoolMagic = 0x31304c4f4f50534dull;  // "MSPOOL01"
 static_assert(kPoolStampOffset + sizeof(PoolStamp) <= kNamedRootRegistryOffset);
@@ -123,6 +123,55 @@ bool AllZero(const char* p, size_t n) {
 
 }  // namespace
 
+// The auth a blade goes by: backend.json's, else smart_config.json's;
+// backend.json's auth that names users but no key keeps smart_config.json's
+// key (allow_uids alone must not turn authentication off). `where` in the
+// result's source names the file the key came from.
+AuthConfig EffectiveAuth(const SmartConfig& smart_config, const BackendConfig& backend_config) {
+  AuthConfig auth = backend_config.auth.configured ? backend_config.auth : smart_config.auth;
+  auth.source = backend_config.auth.configured ? backend_config.source : smart_config.source;
+  const bool key_from_smart_config = backend_config.auth.configured && !backend_config.auth.none &&
+                                     backend_config.auth.key_file.empty() && !smart_config.auth.none &&
+                                     !smart_config.auth.key_file.empty();
+  if (key_from_smart_config) {
+    auth.key_file = smart_config.auth.key_file;
+    auth.also_accept = smart_config.auth.also_accept;
+    auth.source = smart_config.source;
+  }
+  return auth;
+}
+
+// The keys `auth` names: key_file first, then also_accept (a rotation:
+// each client names its key by ID). Throws smart::Error naming the file.
+std::shared_ptr<const std::vector<SessionKey>> LoadKeys(const AuthConfig& auth) {
+  auto keys = std::make_shared<std::vector<SessionKey>>();
+  if (auth.none || auth.key_file.empty()) {
+    if (!auth.also_accept.empty()) {
+      throw Error("auth.also_accept in " + auth.source + " lists keys, but the memory blade has no key of its own "
+                  "(auth.key_file): set auth.key_file to the key clients use now");
+    }
+    return keys;
+  }
+  keys->push_back(SessionKey::Load(auth.key_file, "auth.key_file in " + auth.source));
+  for (const std::string& path : auth.also_accept) {
+    SessionKey extra = SessionKey::Load(path, "auth.also_accept in " + auth.source);
+    for (const SessionKey& k : *keys) {
+      if (k.id() == extra.id()) {
+        throw Error("auth.also_accept in " + auth.source + ": " + path + " holds key " + extra.id() +
+                    ", the same as " + k.path() + "; list each key once");
+      }
+    }
+    keys->push_back(std::move(extra));
+  }
+  if (keys->size() > 1) {
+    std::string ids;
+    for (const SessionKey& k : *keys) ids += (ids.empty() ? "" : ", ") + k.id();
+    SMART_INFO("memory blade: accepting %zu keys (IDs %s); its own proofs use the key each client names",
+               keys->size(), ids.c_str());
+  }
+  return keys;
+}
+
 Target::Target(const SmartConfig& smart_config, const BackendConfig& backend_config)
     : impl_(std::make_unique<Impl>()) {
   impl_->smart_config = smart_config;
@@ -130,18 +179,8 @@ Target::Target(const SmartConfig& smart_config, const BackendConfig& backend_con
   const DescriptorPlan plan = FitClientsToDescriptors(backend_config.max_clients, backend_config.source);
   impl_->backend_config.max_clients = plan.max_clients;
   impl_->connection_budget = plan.budget;
-  impl_->auth = backend_config.auth.configured ? backend_config.auth : smart_config.auth;
-  // backend.json's auth that names users but no key keeps smart_config.json's
-  // key: allow_uids alone must not turn authentication off.
-  const bool key_from_smart_config = backend_config.auth.configured && !backend_config.auth.none &&
-                                     backend_config.auth.key_file.empty() && !smart_config.auth.none &&
-                                     !smart_config.auth.key_file.empty();
-  if (key_from_smart_config) impl_->auth.key_file = smart_config.auth.key_file;
-  if (!impl_->auth.none && !impl_->auth.key_file.empty()) {
-    const std::string where = backend_config.auth.configured && !key_from_smart_config ? backend_config.source
-                                                                                        : smart_config.source;
-    impl_->key = SessionKey::Load(impl_->auth.key_file, "auth.key_file in " + where);
-  }
+  impl_->auth = EffectiveAuth(smart_config, backend_config);
+  impl_->keys = LoadKeys(impl_->auth);
   // The transport learns whom else it may hand the pool to (shm).
   SmartConfig device_config = smart_config;
   device_config.auth = impl_->auth;
@@ -189,6 +228,9 @@ Target::Target(const SmartConfig& smart_config, const BackendConfig& backend_con
     for (int slot = 1; slot < kMaxSessions; ++slot) {
       __atomic_and_fetch(&impl_->session_table[slot], ~(kSessionAliveBit | kSessionFenceBit), __ATOMIC_RELEASE);
     }
+    if (__atomic_load_n(&stamp->pool_id, __ATOMIC_ACQUIRE) == 0) {
+      __atomic_store_n(&stamp->pool_id, NewPoolId(), __ATOMIC_RELEASE);
+    }
     impl_->reopened = true;
     SMART_INFO("memory blade: reopened the pool, %s: %" PRIu64 " of %" PRIu64 " chunks in use",
                impl_->backing_description.c_str(), sc->alloc_chunk, sc->max_chunk);
@@ -203,14 +245,20 @@ Target::Target(const SmartConfig& smart_config, const BackendConfig& backend_con
     memset(static_cast<void*>(sc), 0, kChunkSize);
     sc->max_chunk = bytes / kChunkSize;
     sc->alloc_chunk = 1;  // chunk 0 is the super chunk itself
+    __atomic_store_n(&stamp->pool_id, NewPoolId(), __ATOMIC_RELEASE);
     // The stamp last: a blade that dies while formatting leaves no stamp.
     __atomic_store_n(&stamp->chunk_size, kChunkSize, __ATOMIC_RELEASE);
     __atomic_store_n(&stamp->capacity, bytes, __ATOMIC_RELEASE);
     __atomic_store_n(&stamp->magic, kPoolMagic, __ATOMIC_RELEASE);
     if (impl_->persistent) msync(base_, kChunkSize, MS_SYNC);
   }
+  impl_->pool_id = __atomic_load_n(&stamp->pool_id, __ATOMIC_ACQUIRE);
   for (int slot = 1; slot < kMaxSessions; ++slot) impl_->free_slots.push_back(slot);
 }
+
+uint64_t Target::pool_id() const { return impl_->pool_id; }
+
+std::string Target::pool_id_text() const { return PoolIdText(impl_->pool_id); }
 
 const std::string& Target::backing_description() const { return impl_->backing_description; }
 
@@ -295,14 +343,14 @@ void Target::start() {
   if (impl_->listen_fd >= 0) throw Error("memory blade already started");
   const BackendConfig& backend = impl_->backend_config;
   const bool loopback = IsLoopbackAddress(backend.bind);
-  if (!impl_->key && !loopback && !impl_->auth.none) {
+  if (impl_->current_keys()->empty() && !loopback && !impl_->auth.none) {
     throw Error("memory blade: refusing to listen on " + backend.bind +
                 " without a key: any host that reaches the port could read and write the whole pool. Set "
                 "\"auth\": {\"key_file\": ...} in " + backend.source +
                 " (smart_keygen writes a key), or \"auth\": \"none\" to accept that, or listen on 127.0.0.1");
   }
   impl_->listen_fd = TcpListen(backend.bind, backend.tcp_port, &port_);
-  if (!impl_->key && !loopback) {
+  if (impl_->current_keys()->empty() && !loopback) {
     SMART_WARN("memory blade: listening on %s port %d WITHOUT authentication (\"auth\": \"none\"): any host that "
                "reaches this port can read and write the whole pool",
                backend.bind.c_str(), port_);
@@ -316,9 +364,29 @@ void Target::start() {
 
 const std::string& Target::listen_address() const { return impl_->backend_config.bind; }
 
-bool Target::authenticates() const { return impl_->key.has_value(); }
+bool Target::authenticates() const { return !impl_->current_keys()->empty(); }
 
-int Target::handshakes_in_progress() const { return impl_->handshakes_running.load(); }
+void Target::reload_keys(const SmartConfig& smart_config, const BackendConfig& backend_config) {
+  const AuthConfig auth = EffectiveAuth(smart_config, backend_config);
+  std::shared_ptr<const std::vector<SessionKey>> keys = LoadKeys(auth);
+  const bool had = !impl_->current_keys()->empty();
+  if (keys->empty() != !had) {
+    throw Error(std::string("reloading the keys cannot turn authentication ") + (had ? "off" : "on") +
+                ": restart the memory blade for that");
+  }
+  std::string ids;
+  for (const SessionKey& k : *keys) ids += (ids.empty() ? "" : ", ") + k.id();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->keys = std::move(keys);
+  }
+  SMART_INFO("memory blade: keys reloaded from %s: new handshakes may prove key %s; sessions go on",
+             auth.source.c_str(), ids.c_str());
+}
+
+int Target::handshakes_in_progress() const {
+  return impl_->pending_count.load() + impl_->handshakes_running.load();
+}
 
 void Target::stop() {
   if (!impl_ || impl_->listen_fd < 0) return;
@@ -336,6 +404,7 @@ void Target::stop() {
     }
   }
   impl_->reap_handshakes(true);
+  while (!impl_->pending.empty()) impl_->forget_pending(impl_->pending.begin());
   for (auto& r : impl_->refused) close(r.fd);
   impl_->refused.clear();
   std::list<std::unique_ptr<Session>> sessions;
@@ -359,7 +428,15 @@ void Target::stop() {
 namespace {
 int g_signal_pipe[2] = {-1, -1};
 std::atomic<int> g_signal{0};
+std::atomic<bool> g_reload{false};
 std::once_flag g_signal_once;
+
+void OnReloadSignal(int) {
+  g_reload.store(true);
+  char c = 'r';
+  ssize_t ignored = write(g_signal_pipe[1], &c, 1);
+  (void)ignored;
+}
 
 void OnTerminationSignal(int sig) {
   g_signal.store(sig);
@@ -390,6 +467,29 @@ int WaitForTerminationSignal() {
     poll(&p, 1, 1000);
   }
   return g_signal.load();
+}
+
+void InstallReloadHandler() {
+  InstallTerminationHandlers();
+  struct sigaction action;
+  memset(&action, 0, sizeof(action));
+  action.sa_handler = OnReloadSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGHUP, &action, nullptr);
+}
+
+int WaitForTerminationOrReload() {
+  InstallTerminationHandlers();
+  for (;;) {
+    if (g_signal.load() != 0) return g_signal.load();
+    if (g_reload.exchange(false)) return SIGHUP;
+    pollfd p{g_signal_pipe[0], POLLIN, 0};
+    if (poll(&p, 1, 1000) > 0) {
+      char buf[16];
+      ssize_t ignored = read(g_signal_pipe[0], buf, sizeof(buf));
+      (void)ignored;
+    }
+  }
 }
 
 }  // namespace smart

@@ -1,14 +1,18 @@
 // The memory blade's insides, shared by target.cc (the pool, session slots,
-// start and stop) and target_sessions.cc (the listener and the handshake).
+// start and stop), listener.cc (accepting, the limits and the handshakes
+// before the proof) and target_sessions.cc (proven handshakes, sessions).
 #pragma once
 
 #include <atomic>
 #include <climits>
 #include <deque>
+#include <poll.h>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
+#include <unordered_map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +20,7 @@
 #include "smart/config.h"
 #include "smart/resource/auth.h"
 #include "smart/resource/net.h"
+#include "smart/target/blade_handshake.h"
 #include "smart/target.h"
 #include "smart/transport.h"
 #include "smart/util/peer_text.h"
@@ -42,7 +47,16 @@ struct Target::Impl {
   SmartConfig smart_config;
   BackendConfig backend_config;
   AuthConfig auth;                 // backend.json's, else smart_config.json's
-  std::optional<SessionKey> key;   // none: clients are not asked for a proof
+  // The keys clients may prove: auth.key_file first, then auth.also_accept
+  // (a rotation). Empty: clients are not asked for a proof. Swapped whole
+  // by Target::reload_keys (under `mutex`); a handshake keeps the set it
+  // started with.
+  std::shared_ptr<const std::vector<SessionKey>> keys;
+  std::shared_ptr<const std::vector<SessionKey>> current_keys() const {
+    std::lock_guard<std::mutex> lock(mutex);
+    return keys;
+  }
+  uint64_t pool_id = 0;  // the pool's stamp (Target::pool_id)
   std::unique_ptr<Device> device;
   std::unique_ptr<MemoryRegion> pool;
   int listen_fd = -1;
@@ -51,15 +65,26 @@ struct Target::Impl {
   std::atomic<bool> stopping{false};
   mutable std::mutex mutex;  // guards sessions and free_slots
   std::list<std::unique_ptr<Session>> sessions;
+
+  // A peer that has not proven the key: the listener's event loop serves
+  // it (listener.cc), with no thread of its own.
+  struct PendingPeer {
+    int fd = -1;
+    std::string source;  // its address for max_startups_per_source (IPv4 /32, IPv6 /64)
+    Deadline started{};
+    Deadline deadline{};
+    std::unique_ptr<BladeHandshake> machine;
+    std::string unsent;  // answer bytes the socket did not take yet
+  };
+  std::list<PendingPeer> pending;  // listener thread only; in accept order
+  std::unordered_map<std::string, int> pending_per_source;  // listener thread only
+  std::atomic<int> pending_count{0};  // pending.size(), for other threads
+
+  // A peer that proved the key: its own thread makes its queue pairs and
+  // answers with the pool's details (target_sessions.cc).
   struct HandshakeState {
     std::atomic<bool> done{false};
     int fd = -1;  // guarded by `mutex`; -1 once the handshake let go of it
-    Deadline started = std::chrono::steady_clock::now();
-    // The peer proved the key (or, without a key, sent a hello the blade
-    // accepts): it is no longer a candidate for eviction.
-    std::atomic<bool> proven{false};
-    // Dropped at max_clients for a newer connection (evict_idle_handshake).
-    std::atomic<bool> evicted{false};
     // Its session joined `sessions` and left handshakes_running at that
     // moment (under `mutex`), so that max_clients never counts it twice.
     bool counted_as_session = false;
@@ -70,20 +95,19 @@ struct Target::Impl {
   };
   std::list<Handshake> handshakes;  // touched by the listener thread and stop()
   std::atomic<int> handshakes_running{0};
-  // Of those, the ones evicted and not yet finished: they no longer count
-  // against max_clients.
-  std::atomic<int> handshakes_evicted{0};
-  // Connections refused at accept (max_clients): the refusal is sent, then
-  // the socket lingers until the peer closes or a second passes, so the
-  // peer reads the reason instead of a reset. Listener thread only.
+  // Connections refused: the refusal is sent, then the socket lingers until
+  // the peer closes or a second passes, so the peer reads the reason
+  // instead of a reset. Listener thread only.
   struct Refused {
     int fd;
     Deadline until;
   };
   std::vector<Refused> refused;
+  std::mt19937_64 random;  // max_startups' early drops; listener thread only
   // Lines about refused or failed peers, each kind at most once a second: a
   // flood of bad handshakes must not flood the log.
   LogRateLimit refused_log;    // refused at accept
+  LogRateLimit busy_log;       // dropped early at max_startups or max_startups_per_source
   LogRateLimit refusals_log;   // refused during the handshake
   LogRateLimit wrong_key_log;  // refused: the client's key ID is not the blade's
   LogRateLimit forwarded_log;  // refused: the client dialled another address
@@ -94,11 +118,11 @@ struct Target::Impl {
   // ENOBUFS, ENOMEM): the listener stops polling the socket for a while
   // instead of spinning on it, and says so once per episode.
   Deadline accept_paused_until{};
-  // Connections the listener may hold at once (sessions, handshakes, evicted
-  // ones still finishing, refused ones lingering), from the open-file limit
-  // at start (FitClientsToDescriptors): at the budget it leaves newcomers in
-  // the backlog for a moment instead of taking a descriptor it may not
-  // have. INT_MAX: no limit.
+  // Connections the listener may hold at once (sessions, handshakes,
+  // refused ones lingering), from the open-file limit at start
+  // (FitClientsToDescriptors): at the budget it leaves newcomers in the
+  // backlog for a moment instead of taking a descriptor it may not have.
+  // INT_MAX: no limit.
   int connection_budget = INT_MAX;
   int accept_backoff_ms = 0;
   bool accept_trouble_said = false;
@@ -121,15 +145,36 @@ struct Target::Impl {
   int open_session_slot(SessionId* id);
   // Publishes the slot's session as gone and returns the slot.
   void close_session_slot(int slot);
+
+  // listener.cc
   void serve();
   void accept_one();
-  // At max_clients: drops the handshake that has waited longest without its
-  // peer proving the key, so that a flood of idle or half-open peers cannot
-  // lock a legitimate client out. False when there is none to drop.
-  bool evict_idle_handshake();
-  void refuse(int fd, const std::string& peer, const std::string& reason);
+  // Decides whether a newcomer from `source` may start its handshake
+  // (max_clients, max_startups, max_startups_per_source), making room by
+  // dropping the longest-waiting pending peer where the rules say so.
+  // Returns the refusal, or "" to admit it; *busy: the newcomer may retry.
+  std::string admit(const std::string& source, bool* busy);
+  // Drops the longest-waiting pending peer (of `source`, when given;
+  // `limit` names the limit in messages); false when there is none.
+  bool evict_oldest_pending(const std::string& limit, const std::string* source);
+  // Reads what a pending peer sent, feeds its handshake and acts on the
+  // outcome; false when the peer left `pending`.
+  bool serve_pending(std::list<PendingPeer>::iterator it, short revents);
+  // Sends what a pending peer's handshake answered; false on a dead socket.
+  bool flush(PendingPeer& p);
+  // Takes the peer out of `pending` and closes, lingers or hands it over
+  // according to its handshake's state.
+  void settle(std::list<PendingPeer>::iterator it);
+  void forget_pending(std::list<PendingPeer>::iterator it);
+  void refuse(int fd, const std::string& peer, const std::string& reason, bool busy, LogRateLimit* log);
+  void linger(int fd);
   void drain_refused(const std::vector<pollfd>& fds, size_t first);
-  void handshake(int fd, HandshakeState* state);
+
+  // target_sessions.cc
+  // The proven peer's thread: queue pairs, the pool's details, readiness.
+  void finish_handshake(int fd, std::unique_ptr<BladeHandshake> machine, Deadline deadline,
+                        HandshakeState* state);
+  void start_handshake_thread(int fd, std::unique_ptr<BladeHandshake> machine, Deadline deadline);
   void reap_handshakes(bool all);
   void wake();
 };

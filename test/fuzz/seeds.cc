@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "fuzz_check.h"
+#include "smart/resource/auth.h"
 #include "smart/resource/handshake.h"
+#include "smart/target/blade_handshake.h"
 // Both applications' layouts: their names do not collide (separate
 // namespaces), their include guards are #pragma once.
 #include "layout.h"
@@ -37,6 +39,41 @@ void Write(const std::string& target, const std::string& name, const std::string
     fprintf(stderr, "fuzz_seeds: cannot write %s\n", path.c_str());
     exit(1);
   }
+}
+
+std::string Framed(const std::string& body) {
+  std::string f(4, '\0');
+  for (int i = 0; i < 4; ++i) f[i] = static_cast<char>(body.size() >> (8 * i));
+  return f + body;
+}
+
+// A peer's byte stream for the blade's state machine (blade_handshake_fuzz.cc):
+// a settings byte, a piece size, then frames.
+void BladeHandshakeSeeds(smart::AuthHello keyed, const smart::AuthHello& keyless, smart::ClientHello client) {
+  const std::string key_id = smart::KeyId(std::string(32, 'k'));  // the target's key
+  keyed.key_id = key_id;
+  smart::ClientHello shm = client;
+  shm.transport = smart::TransportKind::kShm;
+  smart::ClientHello unproven = shm;
+  unproven.has_proof = false;
+  // Keyless: the whole exchange up to a proven peer, in one piece and in 7-byte pieces.
+  Write("blade_handshake", "keyless_whole", std::string{'\0', '\0'} + Framed(keyless.Encode()) + Framed(unproven.Encode()));
+  Write("blade_handshake", "keyless_pieces", std::string{'\0', '\6'} + Framed(keyless.Encode()) + Framed(unproven.Encode()));
+  // Keyed: the right key ID and dialled address, then a proof that cannot hold.
+  Write("blade_handshake", "keyed_bad_proof", std::string{'\1', '\0'} + Framed(keyed.Encode()) + Framed(shm.Encode()));
+  // Keyed, verbs, forwarded allowed, a hello that gives up.
+  smart::ClientHello gave_up;
+  gave_up.error = "gave up";
+  Write("blade_handshake", "keyed_gave_up", std::string{'\7', '\2'} + Framed(keyed.Encode()) + Framed(gave_up.Encode()));
+  // The keyless stream gets a peer to the end of the state machine.
+  smart::BladeHandshake::Settings settings;
+  settings.transport = smart::TransportKind::kShm;
+  smart::BladeHandshake machine(settings, "seed");
+  const std::string stream = Framed(keyless.Encode()) + Framed(unproven.Encode());
+  machine.receive(stream.data(), stream.size());
+  FuzzCheck(machine.state() == smart::BladeHandshake::State::kProven, "the keyless seed stream proves nothing");
+  // A frame longer than the first step allows.
+  Write("blade_handshake", "oversized", std::string{'\1', '\0'} + std::string("\xff\xff\x00\x00", 4));
 }
 
 void Handshake() {
@@ -97,6 +134,11 @@ void Handshake() {
   smart::AuthChallenge at_limit;
   at_limit.error = "the memory blade is at max_clients (2): 0 sessions and 2 handshakes in progress";
   Write("handshake", "auth_refused", at_limit.Encode());
+  smart::AuthChallenge busy;
+  busy.error = "the memory blade has 300 handshakes in progress and drops some newcomers; try again shortly";
+  busy.busy = true;
+  Write("handshake", "auth_busy", busy.Encode());
+  BladeHandshakeSeeds(auth, keyless_hello, client);
 }
 
 void HashTable() {

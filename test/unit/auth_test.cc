@@ -20,140 +20,13 @@
 #include "smart/resource/net.h"
 #include "smart/status.h"
 #include "smart/target.h"
+#include "test/unit/auth_fixture.h"
 #include "test/unit/test_util.h"
 
 namespace smart {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    char name[] = "/tmp/smart-auth-test.XXXXXX";
-    path_ = mkdtemp(name);
-  }
-  ~TempDir() { [[maybe_unused]] int rc = system(("rm -rf " + path_).c_str()); }
-  std::string write(const std::string& name, const std::string& bytes, mode_t mode = 0600) const {
-    const std::string path = path_ + "/" + name;
-    std::ofstream(path, std::ios::binary) << bytes;
-    chmod(path.c_str(), mode);
-    return path;
-  }
-  // A key file holding the 32-byte `key`.
-  std::string write_key(const std::string& name, const std::string& key) const {
-    return write(name, KeyFileText(key));
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-const std::string kKeyA(32, 'a');
-const std::string kKeyB(32, 'b');
-
-SmartConfig ConfigWithKey(const std::string& key_file, int timeout_ms = 5000) {
-  SmartConfig config = testing::TestConfig();
-  config.auth.key_file = key_file;
-  config.connect_timeout_ms = timeout_ms;
-  return config;
-}
-
-std::unique_ptr<Target> StartBlade(const SmartConfig& config, int max_clients = 16) {
-  BackendConfig backend;
-  backend.source = "backend.json";
-  backend.capacity = 4;
-  backend.tcp_port = 0;
-  backend.max_clients = max_clients;
-  auto target = std::make_unique<Target>(config, backend);
-  target->start();
-  return target;
-}
-
-// Waits (bounded) until the blade has no handshake running, so that its
-// log lines about one are written.
-void WaitForHandshakes(const Target& target, int count = 0) {
-  for (int i = 0; i < 3000 && target.handshakes_in_progress() != count; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_EQ(target.handshakes_in_progress(), count);
-}
-
-std::string ConnectError(const SmartConfig& config, int port) {
-  Initiator initiator(config);
-  try {
-    initiator.connect(0, "127.0.0.1", port, 1);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-// A client that speaks the handshake by hand and keeps every byte the blade sent.
-class RawClient {
- public:
-  explicit RawClient(int port) : fd_(TcpConnect("127.0.0.1", port, 5000)) { SetSocketTimeouts(fd_, 20000); }
-  ~RawClient() { CloseFd(&fd_); }
-  // The blade's address as this client dialled it.
-  SocketAddress dialled() const { return PeerAddress(fd_); }
-  void send_frame(const std::string& body) { SendFrame(fd_, body, "blade"); }
-  void send_bytes(const std::string& bytes) { ASSERT_EQ(send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size())); }
-  void finish_sending() { shutdown(fd_, SHUT_WR); }
-  char recv_byte() { return RecvByte(fd_, "blade"); }
-  std::string recv_frame() {
-    std::string body = RecvFrame(fd_, "blade", 1 << 20);
-    received_ += body;
-    return body;
-  }
-  // Everything else the blade sends until it closes the connection.
-  const std::string& drain() {
-    char buf[4096];
-    ssize_t n;
-    while ((n = recv(fd_, buf, sizeof(buf), 0)) > 0) received_.append(buf, static_cast<size_t>(n));
-    return received_;
-  }
-
- private:
-  int fd_;
-  std::string received_;
-};
-
-// A client hello, proven with `key` over `transcript` (which it joins).
-ClientHello HelloWithProof(const SessionKey* key, Transcript transcript) {
-  ClientHello hello;
-  hello.transport = TransportKind::kShm;
-  hello.endpoints.resize(1);
-  hello.endpoints[0].qp_num = 1;
-  if (key != nullptr) {
-    hello.has_proof = true;
-    transcript.add(hello.EncodeUnproven());
-    hello.proof = key->prove(AuthRole::kClient, transcript);
-  }
-  return hello;
-}
-
-// An auth hello that says `client` holds key A, with `nonce`.
-AuthHello KeyedHello(const RawClient& client, const Nonce& nonce) {
-  AuthHello hello;
-  hello.has_key = true;
-  hello.nonce = nonce;
-  hello.key_id = KeyId(kKeyA);
-  hello.dialled = client.dialled();
-  return hello;
-}
-
-// Sends `hello` and reads the blade's challenge.
-AuthChallenge SendAuthHello(RawClient& client, const AuthHello& hello) {
-  client.send_frame(hello.Encode());
-  return AuthChallenge::Decode(client.recv_frame(), "blade");
-}
-
-// The transcript of an auth hello and the challenge that answered it.
-Transcript Opening(const AuthHello& hello, const AuthChallenge& challenge) {
-  Transcript transcript;
-  transcript.add(hello.Encode());
-  transcript.add(challenge.Encode());
-  return transcript;
-}
+using namespace auth_test;  // NOLINT: the shared helpers
 
 bool Contains(const std::string& haystack, const void* needle, size_t n) {
   return haystack.find(std::string(static_cast<const char*>(needle), n)) != std::string::npos;
@@ -264,7 +137,7 @@ TEST_F(AuthenticatedBlade, TheBladeProvesNothingToAPeerThatHasNotProvenTheKey) {
   const std::string challenge_frame = client.recv_frame();
   const AuthChallenge challenge = AuthChallenge::Decode(challenge_frame, "blade");
   EXPECT_EQ(challenge.Encode(), challenge_frame);
-  EXPECT_EQ(challenge_frame.size(), 4u + 2 + 1 + 4 + 1 + kNonceBytes);
+  EXPECT_EQ(challenge_frame.size(), 4u + 2 + 1 + 4 + 1 + kNonceBytes + 8);  // ... and the pool ID
   // A wrong proof gets a refusal without a proof either.
   ClientHello wrong = HelloWithProof(nullptr, Opening(hello, challenge));
   wrong.has_proof = true;
@@ -558,98 +431,114 @@ TEST(Authentication, AllowUidsAloneInBackendJsonKeepsSmartConfigsKey) {
   EXPECT_EQ(ConnectError(keyed, target.port()), "");
 }
 
-// Waits (bounded) until the blade has `count` sessions.
-void WaitForSessions(const Target& target, int count) {
-  for (int i = 0; i < 3000 && target.connected_clients() != count; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ASSERT_EQ(target.connected_clients(), count);
-}
-
-TEST(HandshakeLimits, AtMaxClientsTheLongestWaitingUnprovenPeerMakesRoom) {
+TEST(Authentication, DuringARotationTheBladeAcceptsBothKeysAndProvesWithTheClientsOne) {
   TempDir dir;
-  const SmartConfig config = ConfigWithKey(dir.write_key("smart.key", kKeyA), 60000);
-  const SessionKey key = SessionKey::FromBytes(kKeyA, "test key");
-  auto blade = StartBlade(config, 3);
-  // The oldest handshake has proven the key and holds the blade's answer,
-  // but has not yet said it is ready: it keeps its place.
-  RawClient proven(blade->port());
-  const AuthHello hello = KeyedHello(proven, RandomNonce());
-  const AuthChallenge challenge = SendAuthHello(proven, hello);
-  ASSERT_TRUE(challenge.error.empty()) << challenge.error;
-  proven.send_frame(HelloWithProof(&key, Opening(hello, challenge)).Encode());
-  const ServerHello reply = ServerHello::Decode(proven.recv_frame(), "blade");
-  ASSERT_TRUE(reply.error.empty()) << reply.error;
-  RawClient idle1(blade->port());
-  WaitForHandshakes(*blade, 2);
-  RawClient idle2(blade->port());  // connect, then say nothing
-  WaitForHandshakes(*blade, 3);
-
-  // Full: a newcomer takes the place of idle1, the longest waiting of the
-  // peers that proved nothing.
-  ::testing::internal::CaptureStderr();
-  EXPECT_EQ(ConnectError(config, blade->port()), "");
-  const AuthChallenge dropped = AuthChallenge::Decode(idle1.recv_frame(), "blade");
-  EXPECT_NE(dropped.error.find("dropped this handshake"), std::string::npos) << dropped.error;
-  idle1.drain();
-  WaitForHandshakes(*blade, 2);  // proven and idle2; the newcomer came and went
-  const std::string log = ::testing::internal::GetCapturedStderr();
-  EXPECT_NE(log.find("at max_clients (3): dropped the handshake of 127.0.0.1:"), std::string::npos) << log;
-
-  // The proven peer finishes its handshake and becomes a session.
-  WaitForSessions(*blade, 0);  // the newcomer's is gone
-  proven.send_bytes(std::string(1, kClientReady));
-  EXPECT_EQ(proven.recv_byte(), kServerReady);
-  WaitForSessions(*blade, 1);
+  const std::string key_a = dir.write_key("a.key", kKeyA);
+  const std::string key_b = dir.write_key("b.key", kKeyB);
+  BackendConfig backend = SmallBackend();
+  backend.auth.configured = true;
+  backend.auth.key_file = key_b;  // the new key
+  backend.auth.also_accept = {key_a};
+  auto blade = StartBlade(ConfigWithKey(key_b), backend);
+  // Clients still on the old key and clients already on the new one both
+  // connect, and each checks the blade's proof with its own key.
+  EXPECT_EQ(ConnectError(ConfigWithKey(key_a), blade->port()), "");
+  EXPECT_EQ(ConnectError(ConfigWithKey(key_b), blade->port()), "");
+  const std::string key_c = dir.write_key("c.key", std::string(32, 'c'));
+  const std::string error = ConnectError(ConfigWithKey(key_c), blade->port());
+  EXPECT_NE(error.find("is not the memory blade's (ID " + KeyId(kKeyB) + " or " + KeyId(kKeyA) + ")"),
+            std::string::npos)
+      << error;
+  // Listing one key twice is a config error that names both files.
+  backend.auth.also_accept = {dir.write_key("b-again.key", kKeyB)};
+  try {
+    Target twice(ConfigWithKey(key_b), backend);
+    ADD_FAILURE() << "a key listed twice was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("list each key once"), std::string::npos) << e.what();
+  }
 }
 
-TEST(HandshakeLimits, AtMaxClientsWithEveryPlaceTakenByASessionANewcomerIsRefused) {
-  auto blade = StartBlade(testing::TestConfig(), 2);
-  Initiator first(testing::TestConfig()), second(testing::TestConfig());
-  first.connect(0, "127.0.0.1", blade->port(), 1);
-  second.connect(0, "127.0.0.1", blade->port(), 1);
-  WaitForSessions(*blade, 2);
-  const std::string error = ConnectError(testing::TestConfig(), blade->port());
-  EXPECT_NE(error.find("max_clients"), std::string::npos) << error;
-  EXPECT_EQ(blade->connected_clients(), 2);
+TEST(Authentication, AReloadSwapsTheKeysWithoutEndingSessions) {
+  TempDir dir;
+  const std::string key_a = dir.write_key("a.key", kKeyA);
+  const std::string key_b = dir.write_key("b.key", kKeyB);
+  BackendConfig backend = SmallBackend();
+  backend.auth.configured = true;
+  backend.auth.key_file = key_a;
+  auto blade = StartBlade(ConfigWithKey(key_a), backend);
+  Initiator on_a(ConfigWithKey(key_a));
+  on_a.connect(0, "127.0.0.1", blade->port(), 1);
+  // Step 1 of a rotation: the new key joins.
+  backend.auth.also_accept = {key_b};
+  blade->reload_keys(testing::TestConfig(), backend);
+  EXPECT_EQ(ConnectError(ConfigWithKey(key_b), blade->port()), "");
+  EXPECT_EQ(ConnectError(ConfigWithKey(key_a), blade->port()), "");
+  // Step 3: the old key leaves. Its clients can no longer connect; the
+  // session made with it goes on.
+  backend.auth.key_file = key_b;
+  backend.auth.also_accept.clear();
+  blade->reload_keys(testing::TestConfig(), backend);
+  EXPECT_NE(ConnectError(ConfigWithKey(key_a), blade->port()).find("is not the memory blade's"), std::string::npos);
+  EXPECT_EQ(ConnectError(ConfigWithKey(key_b), blade->port()), "");
+  EXPECT_TRUE(on_a.connected(0));
+  WaitForSessions(*blade, 1);  // on_a's; the others came and went
+  // A reload that fails keeps the keys it had.
+  backend.auth.key_file = dir.path() + "/missing.key";
+  EXPECT_THROW(blade->reload_keys(testing::TestConfig(), backend), Error);
+  EXPECT_EQ(ConnectError(ConfigWithKey(key_b), blade->port()), "");
+  // Nor can a reload turn authentication off.
+  backend.auth.key_file.clear();
+  backend.auth.none = true;
+  try {
+    blade->reload_keys(testing::TestConfig(), backend);
+    ADD_FAILURE() << "a reload turned authentication off";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot turn authentication off"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(blade->authenticates());
 }
 
-TEST(HandshakeLimits, AHandshakeInProgressCountsAgainstMaxClients) {
-  auto blade = StartBlade(ConfigWithKey("", 60000), 2);
-  Initiator session(testing::TestConfig());
-  session.connect(0, "127.0.0.1", blade->port(), 1);
-  WaitForSessions(*blade, 1);
-  WaitForHandshakes(*blade, 0);
-  RawClient idle(blade->port());
-  WaitForHandshakes(*blade, 1);
-  // Full (a session and a handshake): the newcomer displaces the idle peer.
-  EXPECT_EQ(ConnectError(testing::TestConfig(), blade->port()), "");
-  const AuthChallenge dropped = AuthChallenge::Decode(idle.recv_frame(), "blade");
-  EXPECT_NE(dropped.error.find("max_clients (2) and dropped this handshake"), std::string::npos) << dropped.error;
+TEST(Authentication, AClientThatPinsAPoolRefusesABladeServingAnother) {
+  TempDir dir;
+  const SmartConfig config = ConfigWithKey(dir.write_key("smart.key", kKeyA));
+  auto blade = StartBlade(config);
+  auto other = StartBlade(config);
+  ASSERT_NE(blade->pool_id(), 0u);
+  ASSERT_NE(blade->pool_id(), other->pool_id());
+  {
+    Initiator initiator(config);
+    initiator.connect(0, "127.0.0.1", blade->port(), 1, blade->pool_id());
+    EXPECT_NE(initiator.session(0).slot, 0);
+  }
+  Initiator initiator(config);
+  try {
+    initiator.connect(0, "127.0.0.1", other->port(), 1, blade->pool_id());
+    ADD_FAILURE() << "a client that pins one pool connected to another";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("it serves pool " + other->pool_id_text() + ", and this client pins pool " +
+                        blade->pool_id_text()),
+              std::string::npos)
+        << what;
+  }
+  EXPECT_EQ(other->connected_clients(), 0);
 }
 
-TEST(HandshakeLimits, ABladeThatCannotStartAHandshakeRefusesTheClientAndServesOn) {
-  auto blade = StartBlade(testing::TestConfig());
-  std::atomic<int> starts{0};
-  SetFaultPointHook("blade.handshake.thread", [&starts] {
-    if (starts.fetch_add(1) == 0) throw std::system_error(EAGAIN, std::generic_category(), "no thread");
-  });
-  const std::string error = ConnectError(testing::TestConfig(), blade->port());
-  EXPECT_NE(error.find("cannot start a handshake now"), std::string::npos) << error;
-  EXPECT_EQ(blade->handshakes_in_progress(), 0);
-  Initiator initiator(testing::TestConfig());
-  initiator.connect(0, "127.0.0.1", blade->port(), 1);
-  EXPECT_NE(initiator.session(0).slot, 0);
-  SetFaultPointHook("blade.handshake.thread", {});
-}
-
-TEST(HandshakeLimits, ASilentPeerIsDroppedAfterConnectTimeout) {
-  auto blade = StartBlade(ConfigWithKey("", 200));
-  RawClient silent(blade->port());
-  const AuthChallenge answer = AuthChallenge::Decode(silent.recv_frame(), "blade");
-  EXPECT_NE(answer.error.find("connect_timeout_ms"), std::string::npos) << answer.error;
-  silent.drain();  // and the blade closes the connection
-  WaitForHandshakes(*blade, 0);
+TEST(Authentication, AFilePoolKeepsItsIdAcrossRestarts) {
+  TempDir dir;
+  BackendConfig backend = SmallBackend();
+  backend.backing = "file:" + dir.path() + "/pool";
+  uint64_t first = 0;
+  {
+    Target target(testing::TestConfig(), backend);
+    first = target.pool_id();
+    EXPECT_FALSE(target.reopened());
+  }
+  Target again(testing::TestConfig(), backend);
+  EXPECT_TRUE(again.reopened());
+  EXPECT_EQ(again.pool_id(), first);
+  EXPECT_EQ(again.pool_id_text().size(), 16u);
 }
 
 }  // namespace

@@ -207,6 +207,36 @@ TEST(BackendConfig, BindAndAuth) {
   EXPECT_EQ(client.auth.key_file, "conf/k");
 }
 
+TEST(BackendConfig, HandshakeLimitsAndRotationKeys) {
+  const BackendConfig plain = BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0})", "b.json");
+  EXPECT_EQ(plain.max_startups.start, 64);
+  EXPECT_EQ(plain.max_startups.rate, 30);
+  EXPECT_EQ(plain.max_startups.full, 256);
+  EXPECT_EQ(plain.max_startups_per_source, 16);
+  const BackendConfig c = BackendConfig::Parse(
+      R"({"capacity": 64, "tcp_port": 0, "max_startups": "10:50:100", "max_startups_per_source": 4,
+          "auth": {"key_file": "new.key", "also_accept": ["old.key", "/keys/older.key"]}})",
+      "/etc/smart/backend.json");
+  EXPECT_EQ(c.max_startups.start, 10);
+  EXPECT_EQ(c.max_startups.rate, 50);
+  EXPECT_EQ(c.max_startups.full, 100);
+  EXPECT_EQ(c.max_startups_per_source, 4);
+  EXPECT_EQ(c.auth.also_accept, (std::vector<std::string>{"/etc/smart/old.key", "/keys/older.key"}));
+  for (const char* bad : {"10:50", "100:50:10", "10:101:100", "0:30:100", "10:30:2000", "10:30:100x", "a:b:c"}) {
+    const std::string text = std::string(R"({"capacity": 64, "tcp_port": 0, "max_startups": ")") + bad + R"("})";
+    ExpectConfigError([&text] { BackendConfig::Parse(text, "b.json"); }, {"max_startups", "start:rate:full", bad});
+  }
+  ExpectConfigError(
+      [] { BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0, "max_startups": 64})", "b.json"); },
+      {"max_startups", "start:rate:full"});
+  ExpectConfigError(
+      [] { BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0, "auth": {"also_accept": "k"}})", "b.json"); },
+      {"auth.also_accept", "array of key file paths"});
+  ExpectConfigError(
+      [] { BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0, "max_startups_per_source": 0})", "b.json"); },
+      {"max_startups_per_source"});
+}
+
 TEST(BackendConfig, PoolBacking) {
   EXPECT_EQ(BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0})", "b.json").backing, "memfd");
   EXPECT_EQ(BackendConfig::Parse(R"({"capacity": 64, "tcp_port": 0, "backing": "hugetlb"})", "b.json").backing,
@@ -267,6 +297,18 @@ TEST(ServerAddresses, ServersAndMemoryServersAcceptTheSameForms) {
   EXPECT_EQ(d.memory_servers[0].hostname, "optane07");
   EXPECT_EQ(d.memory_servers[0].port, 4000);
   EXPECT_EQ(d.memory_servers[2].port, 7);
+}
+
+TEST(ServerAddresses, AMemoryServerMayPinItsPool) {
+  const DataStructureConfig d = DataStructureWith(
+      R"([{"hostname": "h", "port": 5, "pool_id": "00f1e2d3c4b5a697"}, "g:6"])");
+  ASSERT_EQ(d.memory_servers.size(), 2u);
+  EXPECT_EQ(d.memory_servers[0].pool_id, 0x00f1e2d3c4b5a697ull);
+  EXPECT_EQ(d.memory_servers[1].pool_id, 0u);
+  for (const char* bad : {R"("F1E2D3C4B5A69788")", R"("f1e2")", R"("0000000000000000")", "17"}) {
+    ExpectConfigError([&bad] { DataStructureWith(std::string(R"([{"hostname": "h", "port": 5, "pool_id": )") + bad + "}]"); },
+                      {"memory_servers", "pool_id", "16 lowercase hex digits"});
+  }
 }
 
 TEST(BenchEnvironment, IdleUsecIsReadAndChecked) {

@@ -165,7 +165,8 @@ class Device {
   /// pages, a file, a devdax device): the region takes over the mapping and
   /// the descriptor (unmaps and closes them), on success or when it throws.
   virtual std::unique_ptr<MemoryRegion> adopt_shared_region(void* addr, size_t length, int fd) = 0;
-  /// Registers local memory (all access rights). Throws.
+  /// Registers local memory for this process's own requests (their source,
+  /// and where READs and atomics land); no peer may reach it. Throws.
   virtual std::unique_ptr<MemoryRegion> register_memory(void* addr, size_t length) = 0;
   /// A completion queue of `depth` entries in `domain` (nullptr: the default); `concurrent` when several threads poll it. Throws.
   virtual std::unique_ptr<CompletionQueue> create_cq(int depth, ThreadDomain* domain, bool concurrent) = 0;

@@ -131,6 +131,41 @@ class VerbsWindowTest : public ::testing::Test {
   std::vector<std::unique_ptr<Link>> links_;
 };
 
+// The blade's end of a link posts `opcode` at the client's registered
+// buffer with that buffer's own rkey, as a peer that learned it would.
+ibv_wc_status PostAtClient(Link& link, ibv_wr_opcode opcode, MemoryRegion& pool, MemoryRegion& client_buffer,
+                           uint64_t* client_word) {
+  ibv_sge sge{reinterpret_cast<uint64_t>(pool.addr()), 8, pool.lkey()};
+  ibv_send_wr wr{};
+  wr.wr_id = 9;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = opcode;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  if (opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+    wr.wr.atomic.remote_addr = reinterpret_cast<uint64_t>(client_word);
+    wr.wr.atomic.rkey = client_buffer.rkey();
+    wr.wr.atomic.compare_add = 0;
+    wr.wr.atomic.swap = 0xbad;
+  } else {
+    wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(client_word);
+    wr.wr.rdma.rkey = client_buffer.rkey();
+  }
+  ibv_send_wr* bad = nullptr;
+  const int rc = link.blade_qp->post_send(&wr, &bad);
+  EXPECT_EQ(rc, 0) << strerror(rc);
+  if (rc != 0) return IBV_WC_GENERAL_ERR;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  ibv_wc wc{};
+  while (link.blade_cq->poll(1, &wc) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "no completion within 10 s";
+      return IBV_WC_GENERAL_ERR;
+    }
+  }
+  return wc.status;
+}
+
 // First: a window that outlives its grant also hangs the teardown of
 // every later test (the device keeps the pool), which should not hide this
 // test's own failure.
@@ -206,6 +241,23 @@ TEST_F(VerbsWindowTest, TurnedOffEveryQueuePairUsesThePoolsKey) {
   EXPECT_EQ(blade_->grant_access(*pool_, *link.blade_qp), nullptr);
   ASSERT_EQ(Post(link, IBV_WR_RDMA_READ, pool_->rkey(), 13), IBV_WC_SUCCESS);
   EXPECT_EQ(local_[0], 0x5000000000000000ull + 13);
+}
+
+// A client's registered buffer (its cache) carries no remote access: a peer
+// holding its rkey can neither read, write nor swap a word of it, while
+// the client's own READs still land there.
+TEST_F(VerbsWindowTest, NoPeerCanReachAClientsRegisteredBuffer) {
+  Build(false);
+  local_[0] = 0x1234;
+  for (ibv_wr_opcode opcode : {IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE, IBV_WR_ATOMIC_CMP_AND_SWP}) {
+    Link& link = Connect();  // a failed request ends its queue pair: one each
+    EXPECT_EQ(PostAtClient(link, opcode, *pool_, *local_region_, &local_[0]), IBV_WC_REM_ACCESS_ERR)
+        << "opcode " << opcode;
+    EXPECT_EQ(local_[0], 0x1234u);
+  }
+  Link& own = Connect();
+  EXPECT_EQ(Post(own, IBV_WR_RDMA_READ, pool_->rkey(), 5), IBV_WC_SUCCESS);
+  EXPECT_EQ(local_[0], 0x5000000000000005ull);
 }
 
 }  // namespace

@@ -133,7 +133,9 @@ std::unique_ptr<MemoryRegion> VerbsDevice::adopt_shared_region(void* addr, size_
 
 std::unique_ptr<MemoryRegion> VerbsDevice::register_memory(void* addr, size_t length) {
   if (addr == nullptr || length == 0) throw Error("verbs transport: cannot register an empty buffer");
-  ibv_mr* mr = RegisterOrThrow(*context_, addr, length, "a local buffer", kAllAccess);
+  // Only this process's own requests use it (their source, or where READs
+  // and atomics land): no rkey that reaches it is worth anything to a peer.
+  ibv_mr* mr = RegisterOrThrow(*context_, addr, length, "a local buffer", IBV_ACCESS_LOCAL_WRITE);
   return std::make_unique<VerbsRegion>(context_, mr, nullptr, 0);
 }
 

@@ -1,5 +1,5 @@
 // SMART-BT: the public façade. A call finds the calling thread's context
-// and hands the work to Ops, whose rooms are listed in tree_internal.h.
+// and hands the work to Ops, whose files are listed in tree_internal.h.
 #include "btree.h"
 
 #include <algorithm>

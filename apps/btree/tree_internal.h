@@ -1,4 +1,4 @@
-// SMART-BT internals shared by the tree's rooms (not installed):
+// SMART-BT internals shared by the tree's files (not installed):
 //
 //   page.cc        page images: lines, headers, entries, split halves
 //   btree.cc       the public façade: per-thread contexts, BTree calls

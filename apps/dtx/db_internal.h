@@ -1,4 +1,4 @@
-// What the rooms of SMART-DTX share and users of the library do not see.
+// What the files of SMART-DTX share and users of the library do not see.
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,9 @@
 // SMART-HT: the public façade. A call hashes the key, picks the shard and
-// the calling thread's context, and hands the work to Ops, whose rooms are
+// the calling thread's context, and hands the work to Ops, whose files are
 // listed in table_internal.h (lookup, operations, split, directory, build).
 //
 // Round trips: search 2 (bucket pairs, then the matching blocks), 1 with a
-// speculative hit; update 3 (2 with a speculative hit); insert 3. Each room
+// speculative hit; update 3 (2 with a speculative hit); insert 3. Each file
 // opens with the part of the design it carries out.
 #include "hash_table.h"
 

@@ -1,4 +1,4 @@
-// SMART-HT internals shared by the table's rooms (not installed):
+// SMART-HT internals shared by the table's files (not installed):
 //
 //   hash_table.cc  the public façade: per-thread contexts, HashTable calls
 //   build.cc       building an empty table and opening an existing one
@@ -12,7 +12,7 @@
 //   stalls.cc      bounding the retries of an operation that cannot progress
 //
 // Ops is one operation's view of a thread: the initiator, the table options
-// and the calling thread's context. Its members are defined in the room
+// and the calling thread's context. Its members are defined in the file
 // named above each group.
 #pragma once
 

@@ -107,6 +107,7 @@ int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int thread
   std::unique_ptr<EmbeddedMemoryBlade> blade;
   std::string host;
   int port = config.port;
+  uint64_t pool_id = 0;  // servers[0]'s "pool_id", pinned
   if (local || config.servers.empty()) {
     smart_config.transport = TransportChoice::kShm;
     blade = std::make_unique<EmbeddedMemoryBlade>(smart_config, config.memory_size);
@@ -116,6 +117,7 @@ int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int thread
   } else {
     host = config.servers[0].hostname;
     if (config.servers[0].port != 0) port = config.servers[0].port;
+    pool_id = config.servers[0].pool_id;
   }
 
   int qp_count = threads;
@@ -125,7 +127,7 @@ int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int thread
 
   Initiator initiator(smart_config);
   const uint64_t connect_start = NowNs();
-  initiator.connect(0, host, port, qp_count);
+  initiator.connect(0, host, port, qp_count, pool_id);
   const double connect_ms = static_cast<double>(NowNs() - connect_start) / 1e6;
   const uint64_t remote_bytes = initiator.remote_capacity(0);
   if (remote_bytes < memory_bytes) {

@@ -99,7 +99,7 @@ const Meaning kKeys[] = {
     {"backend.json", "auth.also_accept", "further key files the blade accepts besides `key_file` while the cluster moves to a new key; each client names its key by ID and the blade proves with that one"},
     {"backend.json", "auth.allow_uids", "`shm`: users besides the blade's own that may map its pool (default: none)"},
 
-    {"test_rdma.json", "servers", "memory blades to connect to (the first is used), each `\"host\"`, `\"host:port\"`, `\"[IPv6]:port\"` or `{\"hostname\": ..., \"port\": ...}`; a missing port is `port`'s; empty: an embedded one"},
+    {"test_rdma.json", "servers", "memory blades to connect to (the first is used), each `\"host\"`, `\"host:port\"`, `\"[IPv6]:port\"` or `{\"hostname\": ..., \"port\": ..., \"pool_id\": ...}`; a missing port is `port`'s; `pool_id` pins the blade's pool; empty: an embedded one"},
     {"test_rdma.json", "port", "their handshake port"},
     {"test_rdma.json", "block_size", "bytes per operation"},
     {"test_rdma.json", "qp_num", "queue pairs per memory blade; -k: one per k threads"},

@@ -30,6 +30,47 @@ SmartConfig VerbsConfig(bool memory_windows) {
   return config;
 }
 
+// The status of the next completion on `cq`, which must be request
+// `wr_id`'s (a hang guard of 10 s fails the test).
+ibv_wc_status AwaitCompletion(CompletionQueue& cq, uint64_t wr_id) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  ibv_wc wc{};
+  while (cq.poll(1, &wc) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "no completion within 10 s";
+      return IBV_WC_GENERAL_ERR;
+    }
+  }
+  EXPECT_EQ(wc.wr_id, wr_id);
+  return wc.status;
+}
+
+// Posts one signaled request (`sge` the local side; CAS with compare and
+// swap) on `qp` and returns its completion's status.
+ibv_wc_status PostOne(QueuePair& qp, CompletionQueue& cq, ibv_wr_opcode opcode, ibv_sge sge, uint64_t remote,
+                      uint32_t rkey, uint64_t compare, uint64_t swap) {
+  ibv_send_wr wr{};
+  wr.wr_id = 7;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = opcode;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  if (opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+    wr.wr.atomic.remote_addr = remote;
+    wr.wr.atomic.rkey = rkey;
+    wr.wr.atomic.compare_add = compare;
+    wr.wr.atomic.swap = swap;
+  } else {
+    wr.wr.rdma.remote_addr = remote;
+    wr.wr.rdma.rkey = rkey;
+  }
+  ibv_send_wr* bad = nullptr;
+  const int rc = qp.post_send(&wr, &bad);
+  EXPECT_EQ(rc, 0) << strerror(rc);
+  if (rc != 0) return IBV_WC_GENERAL_ERR;
+  return AwaitCompletion(cq, 7);
+}
+
 // One client's connection: its queue pair and the blade's end of it.
 struct Link {
   std::unique_ptr<CompletionQueue> blade_cq;
@@ -85,40 +126,12 @@ class VerbsWindowTest : public ::testing::Test {
   }
 
   // Posts one signaled request on the link's client queue pair and returns
-  // its completion status (a hang guard of 10 s fails the test).
+  // its completion status.
   ibv_wc_status Post(Link& link, ibv_wr_opcode opcode, uint32_t rkey, uint64_t word, uint64_t compare = 0,
                      uint64_t swap = 0) {
     ibv_sge sge{reinterpret_cast<uint64_t>(local_.data()), 8, local_region_->lkey()};
-    ibv_send_wr wr{};
-    wr.wr_id = 7;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = opcode;
-    wr.send_flags = IBV_SEND_SIGNALED;
     const uint64_t addr = reinterpret_cast<uint64_t>(pool_->addr()) + word * 8;
-    if (opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
-      wr.wr.atomic.remote_addr = addr;
-      wr.wr.atomic.rkey = rkey;
-      wr.wr.atomic.compare_add = compare;
-      wr.wr.atomic.swap = swap;
-    } else {
-      wr.wr.rdma.remote_addr = addr;
-      wr.wr.rdma.rkey = rkey;
-    }
-    ibv_send_wr* bad = nullptr;
-    const int rc = link.client_qp->post_send(&wr, &bad);
-    EXPECT_EQ(rc, 0) << strerror(rc);
-    if (rc != 0) return IBV_WC_GENERAL_ERR;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    ibv_wc wc{};
-    while (link.client_cq->poll(1, &wc) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ADD_FAILURE() << "no completion within 10 s";
-        return IBV_WC_GENERAL_ERR;
-      }
-    }
-    EXPECT_EQ(wc.wr_id, 7u);
-    return wc.status;
+    return PostOne(*link.client_qp, *link.client_cq, opcode, sge, addr, rkey, compare, swap);
   }
 
   std::unique_ptr<Device> blade_;
@@ -136,34 +149,8 @@ class VerbsWindowTest : public ::testing::Test {
 ibv_wc_status PostAtClient(Link& link, ibv_wr_opcode opcode, MemoryRegion& pool, MemoryRegion& client_buffer,
                            uint64_t* client_word) {
   ibv_sge sge{reinterpret_cast<uint64_t>(pool.addr()), 8, pool.lkey()};
-  ibv_send_wr wr{};
-  wr.wr_id = 9;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = opcode;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  if (opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
-    wr.wr.atomic.remote_addr = reinterpret_cast<uint64_t>(client_word);
-    wr.wr.atomic.rkey = client_buffer.rkey();
-    wr.wr.atomic.compare_add = 0;
-    wr.wr.atomic.swap = 0xbad;
-  } else {
-    wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(client_word);
-    wr.wr.rdma.rkey = client_buffer.rkey();
-  }
-  ibv_send_wr* bad = nullptr;
-  const int rc = link.blade_qp->post_send(&wr, &bad);
-  EXPECT_EQ(rc, 0) << strerror(rc);
-  if (rc != 0) return IBV_WC_GENERAL_ERR;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  ibv_wc wc{};
-  while (link.blade_cq->poll(1, &wc) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ADD_FAILURE() << "no completion within 10 s";
-      return IBV_WC_GENERAL_ERR;
-    }
-  }
-  return wc.status;
+  return PostOne(*link.blade_qp, *link.blade_cq, opcode, sge, reinterpret_cast<uint64_t>(client_word),
+                 client_buffer.rkey(), 0, 0xbad);
 }
 
 // First: a window that outlives its grant also hangs the teardown of

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "smart/initiator.h"
 #include "smart/resource/auth.h"
@@ -83,6 +84,15 @@ inline BackendConfig SmallBackend(int max_clients = 16) {
   backend.capacity = 4;
   backend.tcp_port = 0;
   backend.max_clients = max_clients;
+  return backend;
+}
+
+// A small blade whose backend.json names `key_file` and `also_accept`.
+inline BackendConfig KeyedBackend(const std::string& key_file, const std::vector<std::string>& also_accept) {
+  BackendConfig backend = SmallBackend();
+  backend.auth.configured = true;
+  backend.auth.key_file = key_file;
+  backend.auth.also_accept = also_accept;
   return backend;
 }
 

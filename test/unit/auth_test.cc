@@ -435,10 +435,7 @@ TEST(Authentication, DuringARotationTheBladeAcceptsBothKeysAndProvesWithTheClien
   TempDir dir;
   const std::string key_a = dir.write_key("a.key", kKeyA);
   const std::string key_b = dir.write_key("b.key", kKeyB);
-  BackendConfig backend = SmallBackend();
-  backend.auth.configured = true;
-  backend.auth.key_file = key_b;  // the new key
-  backend.auth.also_accept = {key_a};
+  BackendConfig backend = KeyedBackend(key_b, {key_a});  // the new key, and the old
   auto blade = StartBlade(ConfigWithKey(key_b), backend);
   // Clients still on the old key and clients already on the new one both
   // connect, and each checks the blade's proof with its own key.
@@ -463,9 +460,7 @@ TEST(Authentication, AReloadSwapsTheKeysWithoutEndingSessions) {
   TempDir dir;
   const std::string key_a = dir.write_key("a.key", kKeyA);
   const std::string key_b = dir.write_key("b.key", kKeyB);
-  BackendConfig backend = SmallBackend();
-  backend.auth.configured = true;
-  backend.auth.key_file = key_a;
+  BackendConfig backend = KeyedBackend(key_a, {});
   auto blade = StartBlade(ConfigWithKey(key_a), backend);
   Initiator on_a(ConfigWithKey(key_a));
   on_a.connect(0, "127.0.0.1", blade->port(), 1);

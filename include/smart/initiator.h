@@ -23,7 +23,7 @@
 #include "smart/common.h"
 #include "smart/config.h"
 #include "smart/status.h"
-#include "smart/transport.h"
+#include "smart/transport_kind.h"
 
 namespace smart {
 

@@ -12,7 +12,7 @@
 
 #include "smart/common.h"
 #include "smart/config.h"
-#include "smart/transport.h"
+#include "smart/transport_kind.h"
 
 namespace smart {
 

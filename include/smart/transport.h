@@ -6,6 +6,10 @@
 ///
 /// Threading: a queue pair and a completion queue are used by one thread at a
 /// time unless they were created with `concurrent` set.
+///
+/// Not installed: the framework, its providers and its tests use it; a
+/// program built on the installed library sees TransportKind only
+/// (smart/transport_kind.h), and no rdma-core header.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -17,13 +21,9 @@
 #include <vector>
 
 #include "smart/config.h"
+#include "smart/transport_kind.h"
 
 namespace smart {
-
-/// The provider behind a Device.
-enum class TransportKind : uint8_t { kVerbs = 1, kShm = 2 };  ///< verbs (rdma-core) or shm (same-host)
-/// "verbs" or "shm".
-const char* TransportKindName(TransportKind kind);
 
 /// A memory region as a peer sees it: base address, length and remote key.
 struct RemoteRegion {

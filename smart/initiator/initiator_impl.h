@@ -19,6 +19,7 @@
 #include "smart/task.h"
 #include "smart/task/task_hooks.h"
 #include "smart/throttle.h"
+#include "smart/transport.h"
 
 namespace smart {
 

@@ -7,8 +7,9 @@
 #    name the build or source tree, and the installed programs read their
 #    default configuration from the moved prefix's share/smart.
 # 2. The examples build against the moved prefix with find_package(smart)
-#    and with pkg-config, and run against an installed memory blade and
-#    against one embedded in the program.
+#    and with pkg-config, compiling no rdma-core or CLI11 header, and run
+#    against an installed memory blade and against one embedded in the
+#    program.
 # 3. cpack -G DEB builds a Debian package whose dependencies are installed
 #    packages and whose files, unpacked, build and run the examples too.
 set -euo pipefail
@@ -94,6 +95,23 @@ run_examples "find_package build, installed blade" "$T/ex-cmake" "" 2 4 200 "127
 pass "examples (${EXAMPLES[*]}) built with find_package(smart) from the moved prefix run against both blades"
 
 PKG_CONFIG_PATH=$P/lib/pkgconfig pkg-config --exists --print-errors smart || fail "pkg-config does not find smart.pc"
+# The engine's installed headers pull in neither rdma-core's nor CLI11's:
+# every header an example compiles (g++ -M) is the standard library's, the
+# package's or one of its declared dependencies' (Boost, nlohmann_json).
+for name in "${EXAMPLES[@]}"; do
+  # shellcheck disable=SC2046
+  g++ -M "$SMART_SOURCE/examples/$name.cc" $(PKG_CONFIG_PATH=$P/lib/pkgconfig pkg-config --cflags smart) \
+    >"$T/$name.deps" 2>&1 || { cat "$T/$name.deps" >&2; fail "g++ -M $name"; }
+  if grep -o -E "[^ ]*(infiniband|rdma|CLI)/[^ ]*" "$T/$name.deps" >"$T/$name.leaks"; then
+    fail "$name compiles $(sort -u "$T/$name.leaks" | tr '\n' ' ')through the installed headers"
+  fi
+done
+if grep -rl -E "#include <(infiniband|rdma|CLI)/" "$P/include" >"$T/leaks"; then
+  fail "installed headers include rdma-core or CLI11: $(tr '\n' ' ' <"$T/leaks")"
+fi
+[[ ! -e $P/include/smart/transport.h && ! -e $P/include/smart/command_line.h ]] ||
+  fail "the provider API or the command-line helper was installed"
+pass "the examples compile no rdma-core or CLI11 header: the installed headers include none"
 for name in "${EXAMPLES[@]}"; do
   # shellcheck disable=SC2046
   g++ -O2 -o "$T/${name}_pc" "$SMART_SOURCE/examples/$name.cc" \

@@ -8,7 +8,10 @@
 // copy, mode 0600) and name it in "auth": {"key_file": PATH} of backend.json
 // and smart_config.json.
 #include <CLI/CLI.hpp>
+#include <stdlib.h>
+
 #include <cstdio>
+#include <string>
 
 #include "smart/command_line.h"
 #include "smart/resource/auth.h"
@@ -26,8 +29,17 @@ int main(int argc, char** argv) {
     fprintf(stderr, "smart_keygen: %s\n", e.what());
     return 1;
   }
+  // The config wants the path from the config file's folder, not from
+  // here: name the file by its absolute path, and by its name alone for a
+  // config beside it.
+  char* absolute = realpath(path.c_str(), nullptr);
+  const std::string full = absolute != nullptr ? absolute : path;
+  free(absolute);
+  const size_t slash = full.rfind('/');
+  const std::string name = slash == std::string::npos ? full : full.substr(slash + 1);
   printf("smart_keygen: wrote key %s to %s (mode 0600); copy it to every memory blade and client and set "
-         "\"auth\": {\"key_file\": \"%s\"}\n",
-         id.c_str(), path.c_str(), path.c_str());
+         "\"auth\": {\"key_file\": \"%s\"} (a relative key_file is read from the config file's folder: "
+         "\"%s\" for a config file beside it)\n",
+         id.c_str(), path.c_str(), full.c_str(), name.c_str());
   return 0;
 }

@@ -45,9 +45,12 @@ grep_log() {
   grep -q -- "$3" "$2" || { cat "$2" >&2; fail "$1: no \"$3\" in $(basename "$2")"; }
 }
 
-"$SMART_BIN/smart_keygen" "$WORK_DIR/blade.key" >/dev/null
+(cd "$WORK_DIR" && "$SMART_BIN/smart_keygen" blade.key) >"$WORK_DIR/keygen.out"
 [[ $(stat -c %a "$WORK_DIR/blade.key") == 600 && $(head -n 1 "$WORK_DIR/blade.key") == "SMART-KEY v1" ]] ||
   fail "smart_keygen did not write a key file with mode 0600"
+# What it says to put in a config names the file wherever that config is.
+grep -q "\"key_file\": \"$(realpath "$WORK_DIR/blade.key")\"" "$WORK_DIR/keygen.out" ||
+  fail "smart_keygen's advice does not name the key by its absolute path: $(cat "$WORK_DIR/keygen.out")"
 "$SMART_BIN/smart_keygen" "$WORK_DIR/wrong.key" >/dev/null
 json_set - "$WORK_DIR/backend.json" capacity=64 tcp_port=0 "auth={\"key_file\": \"$WORK_DIR/blade.key\"}"
 json_set "$SMART_CONFIG_PATH" "$WORK_DIR/right.json" "auth.key_file=\"$WORK_DIR/blade.key\""

@@ -8,8 +8,8 @@
 //
 // Without HOST:PORT the program starts a memory blade inside itself (shm);
 // with one, it uses that blade, e.g. a hashtable_backend on another host.
-#include <smart/bench.h>
 #include <smart/config.h>
+#include <smart/embedded_blade.h>
 #include <smart/initiator.h>
 #include <smart/remote_lock.h>
 #include <smart/task.h>

@@ -8,17 +8,17 @@
 // Every value read is checked; a wrong one or a failed READ exits 1.
 //
 //   lookup_table [THREADS CORO LOOKUPS [HOST:PORT]]
-#include <smart/bench.h>
 #include <smart/config.h>
+#include <smart/embedded_blade.h>
 #include <smart/initiator.h>
 #include <smart/task.h>
-#include <smart/ycsb.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -96,10 +96,12 @@ int main(int argc, char** argv) {
         for (int c = 0; c < coros; ++c) {
           pool.spawn([&, c] {
             auto* slot_buf = static_cast<uint64_t*>(initiator.alloc_cache(16));
-            smart::ycsb::Random random(1 + t * 1000 + c);
+            std::mt19937_64 random(1 + t * 1000 + c);
+            std::uniform_real_distribution<double> uniform(0.0, 1.0);
             for (int i = 0; i < lookups; ++i) {
               // 80% from 100 hot keys, the rest from all keys and 100 absent ones.
-              const uint64_t key = 1 + random.next() % (random.uniform() < 0.8 ? 100 : kKeys + 100);
+              const uint64_t range = uniform(random) < 0.8 ? 100 : kKeys + 100;
+              const uint64_t key = 1 + random() % range;
               uint64_t& cached = guess[key % kCacheEntries];
               smart::Status r;
               bool found = false;

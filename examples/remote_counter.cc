@@ -7,8 +7,8 @@
 // Without HOST:PORT the program starts a memory blade inside itself (the
 // shm transport: no RDMA NIC needed). With one, it uses that blade, e.g. a
 // hashtable_backend started on another machine, over verbs.
-#include <smart/bench.h>
 #include <smart/config.h>
+#include <smart/embedded_blade.h>
 #include <smart/initiator.h>
 #include <smart/task.h>
 

@@ -21,7 +21,9 @@
 #include <random>
 #include <thread>
 
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
+#include "smart/bench/bench_config.h"
+#include "smart/bench/blades.h"
 #include "smart/command_line.h"
 #include "smart/initiator.h"
 #include "smart/logging.h"
@@ -104,21 +106,16 @@ int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int thread
                 std::to_string(threads) + " threads of " + std::to_string(config.block_size) + "-byte blocks");
   }
 
-  std::unique_ptr<EmbeddedMemoryBlade> blade;
-  std::string host;
-  int port = config.port;
-  uint64_t pool_id = 0;  // servers[0]'s "pool_id", pinned
-  if (local || config.servers.empty()) {
-    smart_config.transport = TransportChoice::kShm;
-    blade = std::make_unique<EmbeddedMemoryBlade>(smart_config, config.memory_size);
-    host = blade->host();
-    port = blade->port();
-    SMART_INFO("test_rdma: no server configured; using a memory blade inside this process (shm, port %d)", port);
-  } else {
-    host = config.servers[0].hostname;
-    if (config.servers[0].port != 0) port = config.servers[0].port;
-    pool_id = config.servers[0].pool_id;
+  // The first configured blade (servers without a port take the port key's),
+  // or one inside the process.
+  std::vector<ServerAddress> configured;
+  if (!local && !config.servers.empty()) {
+    configured.push_back(config.servers[0]);
+    if (configured[0].port == 0) configured[0].port = config.port;
   }
+  const BenchBlades blades(configured, &smart_config, 1, config.memory_size, "test_rdma", true);
+  const std::string host = blades.servers()[0].hostname;
+  const int port = blades.servers()[0].port;
 
   int qp_count = threads;
   if (config.qp_num < 0) qp_count = (threads + (-config.qp_num) - 1) / (-config.qp_num);
@@ -127,7 +124,7 @@ int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int thread
 
   Initiator initiator(smart_config);
   const uint64_t connect_start = NowNs();
-  initiator.connect(0, host, port, qp_count, pool_id);
+  blades.connect(initiator, qp_count);
   const double connect_ms = static_cast<double>(NowNs() - connect_start) / 1e6;
   const uint64_t remote_bytes = initiator.remote_capacity(0);
   if (remote_bytes < memory_bytes) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "smart/bench/bench_config.h"
 #include "smart/config.h"
 #include "smart/config/config_reader.h"
 #include "smart/status.h"

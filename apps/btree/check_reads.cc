@@ -10,7 +10,7 @@
 #include "check_support.h"
 #include "page.h"
 #include "smart/check/op_history.h"
-#include "smart/ycsb.h"
+#include "smart/bench/ycsb.h"
 
 namespace smart::btree::check {
 

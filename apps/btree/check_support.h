@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "btree.h"
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/initiator.h"
 #include "smart/logging.h"
 #include "smart/task.h"

@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "btree.h"
-#include "smart/kv_store.h"
+#include "smart/bench/kv_store.h"
 
 namespace smart::btree {
 

@@ -8,7 +8,8 @@
 #include <memory>
 
 #include "recovery.h"
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
+#include "smart/bench/blades.h"
 #include "smart/initiator.h"
 #include "smart/logging.h"
 #include "smart/task.h"
@@ -48,15 +49,8 @@ BenchMain::BenchMain(std::string name, const std::string& about)
                   "TABLE:FILE: at the end, write the key of every live record of table id TABLE to FILE, one per "
                   "line, in no order");
   app_.add_flag("--quiet", quiet_, "print only the result line");
-  app_.add_option("--sync", sync_,
-                  "GROUP:N: start the run together with the other N-1 compute blades of GROUP (one group name per "
-                  "run); the first to open the database populates it, the others attach");
-  app_.add_option("--idle-us", idle_us_,
-                  "microseconds each coroutine idles after each committed transaction, to lower the load (default: "
-                  "IDLE_USEC, else 0)")
-      ->check(CLI::Range(uint64_t{0}, uint64_t{10000000}));
-  app_.add_option("--sync-timeout", sync_timeout_, "seconds to wait for the start group (default 600)")
-      ->check(CLI::Range(0.1, 86400.0));
+  run_flags_.add_to(app_, "the first to open the database populates it, the others attach",
+                    "committed transaction");
 }
 
 namespace {
@@ -91,8 +85,8 @@ int BenchMain::run(int argc, char** argv, const std::function<Workload(Transacti
     if (app_.count("--transactions")) config.nr_transactions = transactions_;
     if (app_.count("--backup-degree")) config.backup_degree = backup_degree_;
     if (app_.count("--dump-file")) config.dump_file_path = dump_;
-    if (!sync_.empty()) group_ = ParseStartGroup(sync_);
-    if (app_.count("--idle-us")) config.idle_us = idle_us_;
+    group_ = run_flags_.group();
+    config.idle_us = run_flags_.idle_us(config.idle_us);
     const int blades = config.memory_servers.empty() ? blades_ : static_cast<int>(config.memory_servers.size());
     if (config.backup_degree >= blades) {
       throw Error("backup degree " + std::to_string(config.backup_degree) + " needs more than " +
@@ -161,29 +155,15 @@ std::string CheckWithUnknowns(const Workload& w, Database& db, int64_t delta, co
 int BenchMain::run_workload(const Workload& w, const TransactionConfig& config, SmartConfig smart_config) {
   const bool verbose = !quiet_;
   const char* bench = bench_.c_str();
-  std::vector<std::unique_ptr<EmbeddedMemoryBlade>> embedded;
-  std::vector<ServerAddress> servers = config.memory_servers;
-  if (servers.empty()) {
-    // Room for every table (a blade may hold a replica of each) and every
-    // thread's log slots.
-    uint64_t bytes = 0;
-    for (const TableSpec& t : w.tables) bytes += (t.buckets + t.overflow_nodes) * NodeBytes(t.value_bytes);
-    bytes += static_cast<uint64_t>(threads_ + 2) * static_cast<uint64_t>(coros_ + 1) * 4096 * 4;
-    const uint64_t mib = 64 + w.blade_mib + bytes / (1 << 20);
-    smart_config.transport = TransportChoice::kShm;
-    for (int b = 0; b < blades_; ++b) {
-      embedded.push_back(std::make_unique<EmbeddedMemoryBlade>(smart_config, mib));
-      servers.push_back(ServerAddress{embedded.back()->host(), embedded.back()->port()});
-    }
-    if (verbose) {
-      SMART_INFO("%s: no memory_servers configured; %d memory blades inside this process (shm, %" PRIu64 " MiB each)",
-                 bench, blades_, mib);
-    }
-  }
+  // Room on each embedded blade for every table (a blade may hold a replica
+  // of each) and every thread's log slots.
+  uint64_t bytes = 0;
+  for (const TableSpec& t : w.tables) bytes += (t.buckets + t.overflow_nodes) * NodeBytes(t.value_bytes);
+  bytes += static_cast<uint64_t>(threads_ + 2) * static_cast<uint64_t>(coros_ + 1) * 4096 * 4;
+  const uint64_t mib = 64 + w.blade_mib + bytes / (1 << 20);
+  const BenchBlades blades(config.memory_servers, &smart_config, blades_, mib, bench_, verbose);
   Initiator initiator(smart_config);
-  for (size_t i = 0; i < servers.size(); ++i) {
-    initiator.connect(static_cast<node_t>(i), servers[i].hostname, servers[i].port, threads_ + 1, servers[i].pool_id);
-  }
+  blades.connect(initiator, threads_ + 1);
   DatabaseOptions options;
   options.name = name_;
   options.tables = w.tables;
@@ -193,10 +173,10 @@ int BenchMain::run_workload(const Workload& w, const TransactionConfig& config, 
   options.populate = w.populate;
   options.progress = verbose;
   const uint64_t open_start = NowNs();
-  Database db(initiator, static_cast<int>(servers.size()), options);
+  Database db(initiator, blades.count(), options);
   if (verbose) {
     SMART_INFO("%s: %s; %s, %d memory blade(s), backup degree %d, opened in %.2f s", bench,
-               smart_config.Summary().c_str(), w.summary.c_str(), static_cast<int>(servers.size()),
+               smart_config.Summary().c_str(), w.summary.c_str(), blades.count(),
                config.backup_degree, static_cast<double>(NowNs() - open_start) / 1e9);
   }
   const std::string prefix = "dtx-" + name_;
@@ -210,7 +190,7 @@ int BenchMain::run_workload(const Workload& w, const TransactionConfig& config, 
   o.history_path = history_;
   o.idle_ns = config.idle_us * 1000;
   if (!check_only_) {
-    JoinStartGroup(initiator, group_, sync_timeout_, bench, verbose);
+    JoinStartGroup(initiator, group_, run_flags_.sync_timeout(), bench, verbose);
     r = RunTransactions(db, o, w.body);
     printf("%s\n", ResultLine(prefix, o, r).c_str());
     fflush(stdout);

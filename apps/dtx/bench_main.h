@@ -20,8 +20,10 @@
 #include <vector>
 
 #include "database.h"
+#include "smart/bench/bench_config.h"
 #include "smart/config.h"
-#include "smart/start_barrier.h"
+#include "smart/bench/run_flags.h"
+#include "smart/bench/start_barrier.h"
 #include "txn_driver.h"
 
 namespace smart::dtx {
@@ -66,10 +68,8 @@ class BenchMain {
   int64_t expect_delta_ = 0;
   std::vector<int64_t> maybe_deltas_;  // --maybe-delta
   bool verify_ = false, quiet_ = false, check_only_ = false;
-  std::string sync_;            // --sync GROUP:N
+  RunFlags run_flags_;          // --sync, --sync-timeout, --idle-us
   StartGroup group_;            // --sync, parsed
-  double sync_timeout_ = 600;
-  uint64_t idle_us_ = 0;         // --idle-us
 };
 
 }  // namespace smart::dtx

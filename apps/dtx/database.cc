@@ -7,7 +7,7 @@
 #include <mutex>
 
 #include "db_internal.h"
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/logging.h"
 #include "smart/named_root.h"
 #include "smart/task.h"

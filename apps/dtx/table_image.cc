@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "db_internal.h"
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/common.h"
 
 namespace smart::dtx {

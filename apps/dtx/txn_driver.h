@@ -9,7 +9,7 @@
 #include <string>
 
 #include "database.h"
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "transaction.h"
 
 namespace smart::dtx {

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/fault_injection.h"
 #include "smart/logging.h"
 #include "smart/named_root.h"

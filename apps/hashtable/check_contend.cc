@@ -23,7 +23,7 @@
 
 #include "check_support.h"
 #include "smart/check/op_history.h"
-#include "smart/ycsb.h"
+#include "smart/bench/ycsb.h"
 
 namespace smart::hashtable::check {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "hash_table.h"
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/initiator.h"
 #include "smart/logging.h"
 #include "smart/task.h"

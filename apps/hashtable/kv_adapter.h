@@ -2,7 +2,7 @@
 #pragma once
 
 #include "hash_table.h"
-#include "smart/kv_store.h"
+#include "smart/bench/kv_store.h"
 
 namespace smart::hashtable {
 

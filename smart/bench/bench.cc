@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/logging.h"
 #include "smart/status.h"
 #include "smart/task.h"
@@ -130,23 +130,6 @@ void AppendCsvLine(const std::string& path, const std::string& line, const std::
   }
   const int saved = errno;
   if (close(fd) != 0 || !ok) throw Error("cannot write result file \"" + path + "\": " + strerror(ok ? errno : saved));
-}
-
-EmbeddedMemoryBlade::EmbeddedMemoryBlade(const SmartConfig& config, uint64_t capacity_mib) {
-  SmartConfig shm_config = config;
-  shm_config.transport = TransportChoice::kShm;
-  BackendConfig backend;
-  backend.source = "embedded memory blade";
-  backend.capacity = capacity_mib;
-  backend.tcp_port = 0;
-  backend.bind = "127.0.0.1";
-  // No key needed: it listens on loopback. With one in smart_config.json it
-  // uses it, since the bench's own client will ask it for a proof.
-  backend.auth.configured = true;
-  backend.auth.none = config.auth.none || config.auth.key_file.empty();
-  backend.auth.key_file = backend.auth.none ? "" : config.auth.key_file;
-  target_ = std::make_unique<Target>(shm_config, backend);
-  target_->start();
 }
 
 void IdleTask(uint64_t ns, const RunControl& control) {

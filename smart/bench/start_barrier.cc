@@ -1,4 +1,4 @@
-#include "smart/start_barrier.h"
+#include "smart/bench/start_barrier.h"
 
 #include <time.h>
 
@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/logging.h"
 #include "smart/named_root.h"
 
@@ -131,7 +131,7 @@ void JoinStartGroup(Initiator& initiator, const StartGroup& group, double timeou
   const uint64_t arrived = realtime_ns();
   int place = 0;
   Status s = WaitForStartGroup(initiator, group, static_cast<uint64_t>(timeout_s * 1e9), &place);
-  if (!s.ok()) throw Error(program + ": " + s.ToString());
+  if (!s.ok()) throw Error(s.ToString());
   if (verbose) {
     SMART_INFO("%s: compute blade %d of %d in start group %s: arrived at %llu, started at %llu (CLOCK_REALTIME ns)",
                program.c_str(), place + 1, group.size, group.name.c_str(), static_cast<unsigned long long>(arrived),

@@ -1,4 +1,4 @@
-#include "smart/ycsb.h"
+#include "smart/bench/ycsb.h"
 
 #include <cmath>
 #include <cstdint>

@@ -1,5 +1,5 @@
-// The YCSB driver (include/smart/ycsb_driver.h).
-#include "smart/ycsb_driver.h"
+// The YCSB driver (include/smart/bench/ycsb_driver.h).
+#include "smart/bench/ycsb_driver.h"
 
 #include <algorithm>
 #include <atomic>
@@ -12,7 +12,7 @@
 
 #include "smart/common.h"
 #include "smart/task.h"
-#include "smart/ycsb.h"
+#include "smart/bench/ycsb.h"
 
 namespace smart {
 

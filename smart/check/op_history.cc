@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/status.h"
 
 namespace smart::check {

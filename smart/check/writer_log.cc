@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/status.h"
 
 namespace smart::check {

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <vector>
 
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/command_line.h"
 #include "smart/initiator.h"
 #include "smart/logging.h"

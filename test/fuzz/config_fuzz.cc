@@ -8,6 +8,7 @@
 
 #include "fuzz_check.h"
 #include "smart/common.h"
+#include "smart/bench/bench_config.h"
 #include "smart/config.h"
 #include "smart/fault_injection.h"
 #include "smart/status.h"

@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/command_line.h"
 #include "smart/initiator.h"
 #include "smart/remote_lock.h"

@@ -26,7 +26,7 @@ JOBS=${JOBS:-2}
 cmake --install "$BUILD" --prefix "$T/stage" >"$T/install.log" 2>&1 || { cat "$T/install.log" >&2; fail "cmake --install"; }
 mv "$T/stage" "$T/moved"
 P=$T/moved
-for f in lib/libsmart.a lib/cmake/smart/smartConfig.cmake lib/cmake/smart/smartConfigVersion.cmake \
+for f in lib/libsmart.a lib/libsmart_bench.a include/smart/bench/kv_bench.h lib/cmake/smart/smartConfig.cmake lib/cmake/smart/smartConfigVersion.cmake \
   lib/cmake/smart/smartTargets.cmake lib/pkgconfig/smart.pc include/smart/initiator.h \
   share/smart/smart_config.json share/smart/backend.json bin/hashtable_backend bin/hashtable_bench bin/test_rdma; do
   [[ -e $P/$f ]] || fail "the install has no $f"
@@ -94,6 +94,33 @@ run_examples "find_package build, embedded blade" "$T/ex-cmake" "" 2 4 200
 run_examples "find_package build, installed blade" "$T/ex-cmake" "" 2 4 200 "127.0.0.1:$BLADE_PORT"
 pass "examples (${EXAMPLES[*]}) built with find_package(smart) from the moved prefix run against both blades"
 
+# The bench library is a target of its own (smart::bench) that brings the
+# engine with it: a program on it alone builds and runs.
+mkdir -p "$T/bench-user"
+cat >"$T/bench-user/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.16)
+project(bench_user CXX)
+find_package(smart REQUIRED)
+add_executable(bench_user bench_user.cc)
+target_link_libraries(bench_user PRIVATE smart::bench)
+CMAKE
+cat >"$T/bench-user/bench_user.cc" <<'CXX'
+#include <smart/bench/bench.h>
+#include <cstdio>
+int main() {
+  smart::Histogram h;
+  for (uint64_t v = 1; v <= 1000; ++v) h.record(v);
+  std::printf("median %llu\n", static_cast<unsigned long long>(h.percentile(0.5)));
+  return 0;
+}
+CXX
+cmake -S "$T/bench-user" -B "$T/bench-user/build" -DCMAKE_PREFIX_PATH="$P" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF >"$T/bench-user.log" 2>&1 &&
+  cmake --build "$T/bench-user/build" >>"$T/bench-user.log" 2>&1 || { cat "$T/bench-user.log" >&2; fail "a program on smart::bench"; }
+median=$("$T/bench-user/build/bench_user")
+[[ $median =~ ^median\ (49[0-9]|50[0-9])$ ]] || fail "the program on smart::bench printed \"$median\""
+pass "a program on smart::bench alone builds from the moved prefix and runs ($median)"
+
 PKG_CONFIG_PATH=$P/lib/pkgconfig pkg-config --exists --print-errors smart || fail "pkg-config does not find smart.pc"
 # The engine's installed headers pull in neither rdma-core's nor CLI11's:
 # every header an example compiles (g++ -M) is the standard library's, the
@@ -105,7 +132,14 @@ for name in "${EXAMPLES[@]}"; do
   if grep -o -E "[^ ]*(infiniband|rdma|CLI)/[^ ]*" "$T/$name.deps" >"$T/$name.leaks"; then
     fail "$name compiles $(sort -u "$T/$name.leaks" | tr '\n' ' ')through the installed headers"
   fi
+  # Built on the engine alone: no header of the bench library either.
+  if grep -o -E "[^ ]*include/smart/bench/[^ ]*" "$T/$name.deps" >"$T/$name.bench"; then
+    fail "$name compiles the bench library's $(sort -u "$T/$name.bench" | tr '\n' ' ')"
+  fi
 done
+if grep -l -E '#include [<"]smart/bench/' "$P"/include/smart/*.h >"$T/engine_bench" 2>/dev/null; then
+  fail "engine headers include the bench library's: $(tr '\n' ' ' <"$T/engine_bench")"
+fi
 if grep -rl -E "#include <(infiniband|rdma|CLI)/" "$P/include" >"$T/leaks"; then
   fail "installed headers include rdma-core or CLI11: $(tr '\n' ' ' <"$T/leaks")"
 fi

@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/initiator.h"
 #include "test_util.h"
 

@@ -7,7 +7,7 @@
 #include <set>
 #include <thread>
 
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/block_pool.h"
 #include "smart/initiator.h"
 #include "test_util.h"

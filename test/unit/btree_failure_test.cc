@@ -16,7 +16,7 @@
 #include "btree.h"
 #include "guarded_page.h"
 #include "page.h"
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/fault_injection.h"
 #include "smart/initiator.h"
 #include "blade_fixture.h"

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "btree.h"
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/initiator.h"
 #include "smart/task.h"
 #include "test_util.h"

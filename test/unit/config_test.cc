@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "smart/bench/bench_config.h"
 #include "smart/config.h"
 #include "smart/status.h"
 #include "test_util.h"

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/status.h"
 
 namespace smart {

@@ -13,7 +13,7 @@
 #include "dtx_fixture.h"
 #include "record.h"
 #include "recovery.h"
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/fault_injection.h"
 #include "smart/task.h"
 #include "transaction.h"

@@ -10,7 +10,7 @@
 #include <set>
 
 #include "database.h"
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/initiator.h"
 #include "tatp.h"
 #include "test_util.h"

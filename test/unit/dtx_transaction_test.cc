@@ -12,7 +12,7 @@
 #include "database.h"
 #include "db_internal.h"
 #include "record.h"
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/fault_injection.h"
 #include "smart/initiator.h"
 #include "smart/task.h"

@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/fault_injection.h"
 #include "smart/initiator.h"
 #include "smart/target.h"

@@ -10,7 +10,7 @@
 
 #include "hash_table.h"
 #include "layout.h"
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/fault_injection.h"
 #include "smart/initiator.h"
 #include "smart/named_root.h"

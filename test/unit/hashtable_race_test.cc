@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "hash_table.h"
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/fault_injection.h"
 #include "smart/initiator.h"
 #include "smart/task.h"

@@ -7,7 +7,7 @@
 #include <set>
 #include <thread>
 
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/fault_injection.h"
 #include "smart/resource/net.h"
 #include "smart/initiator.h"

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <thread>
 
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/initiator.h"
 #include "smart/named_root.h"
 #include "smart/target.h"

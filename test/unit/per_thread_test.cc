@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/initiator.h"
 #include "smart/per_thread.h"
 #include "smart/target.h"

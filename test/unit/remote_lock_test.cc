@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/initiator.h"
 #include "smart/remote_lock.h"
 #include "smart/target.h"

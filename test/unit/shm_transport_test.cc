@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "shm_transport_fixture.h"
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/status.h"
 #include "smart/transport.h"
 #include "test_util.h"

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "smart/bench.h"
+#include "smart/bench/bench.h"
 #include "smart/resource/handshake.h"
 #include "smart/resource/net.h"
 #include "smart/status.h"

@@ -5,7 +5,7 @@
 #include <map>
 #include <mutex>
 
-#include "smart/ycsb_driver.h"
+#include "smart/bench/ycsb_driver.h"
 
 namespace smart {
 namespace {

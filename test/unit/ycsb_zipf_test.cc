@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "smart/ycsb.h"
+#include "smart/bench/ycsb.h"
 
 namespace smart::ycsb {
 namespace {

@@ -1,7 +1,7 @@
 /// @file
 /// Harness shared by the benchmarks: latency histograms, a thread runner with
-/// start/stop, progress lines for long phases, CSV output and an embedded
-/// memory blade for runs without a configured server.
+/// start/stop, progress lines for long phases and CSV output. Part of the
+/// bench library (smart::bench), not of the engine.
 #pragma once
 
 #include <atomic>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "smart/config.h"
-#include "smart/target.h"
+#include "smart/embedded_blade.h"
 
 namespace smart {
 
@@ -103,23 +103,6 @@ class Progress {
 /// A new or empty file first gets `header`, the column names (when not
 /// empty). Throws smart::Error when the file cannot be written.
 void AppendCsvLine(const std::string& path, const std::string& line, const std::string& header = "");
-
-/// A memory blade inside the process, on the shm transport and a free
-/// loopback port: what a bench uses when no memory server is configured.
-class EmbeddedMemoryBlade {
- public:
-  /// Starts a blade of `capacity_mib` MiB and listens. Throws smart::Error.
-  EmbeddedMemoryBlade(const SmartConfig& config, uint64_t capacity_mib);
-  /// The blade itself.
-  Target& target() { return *target_; }
-  /// Its TCP port.
-  int port() const { return target_->port(); }
-  /// Its host: loopback.
-  std::string host() const { return "127.0.0.1"; }
-
- private:
-  std::unique_ptr<Target> target_;
-};
 
 /// Nanoseconds of the monotonic clock.
 uint64_t NowNs();

@@ -43,8 +43,9 @@ Status WaitForStartGroup(Initiator& initiator, const StartGroup& group, uint64_t
 
 /// For a bench's main thread: WaitForStartGroup, then (when `verbose`) one
 /// line on the log with this blade's place and its arrival and start times
-/// (CLOCK_REALTIME, ns). Does nothing when group.size is 0. Throws
-/// smart::Error, headed by `program`, when the wait fails.
+/// (CLOCK_REALTIME, ns), headed by `program`. Does nothing when group.size
+/// is 0. Throws smart::Error with the wait's error when it fails (the
+/// caller heads it with the program's name).
 void JoinStartGroup(Initiator& initiator, const StartGroup& group, double timeout_s, const std::string& program,
                     bool verbose);
 

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <string>
 
-#include "smart/bench.h"
-#include "smart/kv_store.h"
+#include "smart/bench/bench.h"
+#include "smart/bench/kv_store.h"
 
 namespace smart {
 

@@ -1,0 +1,47 @@
+/// @file
+/// The flags every bench shares for pacing a run and starting it together
+/// with other compute blades: --sync GROUP:N, --sync-timeout, --idle-us.
+/// For the framework's own programs: it includes CLI11, so it is not
+/// installed (command_line.h neither).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+#include "smart/bench/start_barrier.h"
+
+namespace smart {
+
+/// --sync, --sync-timeout and --idle-us on a bench's command line.
+class RunFlags {
+ public:
+  /// Adds the three flags to `app`. `sync_effect` ends --sync's help: what
+  /// the group's blades do about loading; `idle_after` what a coroutine
+  /// idles after ("operation", "committed transaction").
+  void add_to(CLI::App& app, const std::string& sync_effect, const std::string& idle_after) {
+    app.add_option("--sync", sync_,
+                   "GROUP:N: start the run together with the other N-1 compute blades of GROUP (one group name per "
+                   "run); " + sync_effect);
+    app.add_option("--sync-timeout", sync_timeout_, "seconds to wait for the start group (default 600)")
+        ->check(CLI::Range(0.1, 86400.0));
+    idle_ = app.add_option("--idle-us", idle_us_,
+                           "microseconds each coroutine idles after each " + idle_after +
+                               ", to lower the load (default: IDLE_USEC, else 0)")
+                ->check(CLI::Range(uint64_t{0}, uint64_t{10000000}));
+  }
+  /// The group --sync names (size 0: none). Throws smart::Error for a bad one.
+  StartGroup group() const { return sync_.empty() ? StartGroup{} : ParseStartGroup(sync_); }
+  /// Seconds to wait for the group.
+  double sync_timeout() const { return sync_timeout_; }
+  /// --idle-us when given, else `configured` (IDLE_USEC's, read with the config).
+  uint64_t idle_us(uint64_t configured) const { return idle_ != nullptr && idle_->count() ? idle_us_ : configured; }
+
+ private:
+  std::string sync_;
+  double sync_timeout_ = 600;
+  uint64_t idle_us_ = 0;
+  CLI::Option* idle_ = nullptr;
+};
+
+}  // namespace smart

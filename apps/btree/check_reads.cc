@@ -1,95 +1,43 @@
-// btree_check's reading and inspecting commands: verify, read, scan, torn
-// (a leaf torn on purpose) and contend (a recorded history for the
+// btree_check's reading and inspecting commands of its own: verify, scan,
+// torn (a leaf torn on purpose) and contend (a recorded history for the
 // linearizability checker).
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
-#include <map>
+#include <mutex>
 
 #include "check_support.h"
 #include "page.h"
+#include "smart/bench/bench.h"
+#include "smart/check/commands.h"
+#include "smart/check/contend.h"
 #include "smart/check/op_history.h"
 #include "smart/bench/ycsb.h"
 
 namespace smart::btree::check {
 
-namespace {
-
-// Checks one value read for key id `id`.
-void CheckValue(Checker& c, const Options& o, uint64_t id, const std::string& value, int* writer, uint64_t* seq) {
-  uint64_t id_in_value;
-  if (!ParseValue(value, writer, &id_in_value, seq)) {
-    c.fail("key id " + std::to_string(id) + " holds a malformed value");
-  } else if (id_in_value != (o.short_values ? (id & 0xffffffff) : id)) {
-    c.fail("key id " + std::to_string(id) + " holds the value of key id " + std::to_string(id_in_value));
-  } else if (*writer < 0 || *writer >= o.writers || *seq > static_cast<uint64_t>(o.rounds)) {
-    c.fail("key id " + std::to_string(id) + " holds a value nobody wrote (writer " + std::to_string(*writer) +
-           ", seq " + std::to_string(*seq) + ")");
-  }
-}
-
-}  // namespace
-
 // Present ids hold a well-formed value (--absent: none is found); with
 // --even-stable only the odd ids are checked for absence.
 int Verify(Checker& c, const Options& o) {
   std::atomic<uint64_t> checked{0};
-  c.run([&](int, uint64_t first, uint64_t step) {
-    std::string value;
-    for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
-      Status s = c.tree().search(Key(id), &value);
-      const bool want_absent = o.absent && !(o.even_stable && id % 2 == 0);
-      if (want_absent) {
-        if (s.code() != Status::Code::kNotFound) c.fail("key id " + std::to_string(id) + " was deleted but is still found");
-      } else if (!s.ok()) {
-        c.fail("search key id " + std::to_string(id) + ": " + s.ToString());
-      } else {
-        int writer;
-        uint64_t seq;
-        CheckValue(c, o, id, value, &writer, &seq);
-      }
-      checked.fetch_add(1);
+  c.each_id([&](uint64_t id, std::string& value) {
+    Status s = c.tree().search(Key(id), &value);
+    const bool want_absent = o.absent && !c.stays(id);
+    if (want_absent) {
+      if (s.code() != Status::Code::kNotFound) c.fail("key id " + std::to_string(id) + " was deleted but is still found");
+    } else if (!s.ok()) {
+      c.fail("search key id " + std::to_string(id) + ": " + s.ToString());
+    } else {
+      int writer;
+      uint64_t seq;
+      c.check_value(id, value, &writer, &seq);
     }
+    checked.fetch_add(1);
   });
   uint64_t keys = 0;
   Status s = c.tree().check_leaves(&keys);
   if (!s.ok()) c.fail("leaf level: " + s.ToString());
   printf("btree_check verify: %" PRIu64 " keys checked, %" PRIu64 " in the leaves\n", checked.load(), keys);
   return c.finish("verify");
-}
-
-// Readers sweep the ids for `duration` seconds: values well-formed, and per
-// key and writer the sequence number a task sees never goes down.
-int Read(Checker& c, const Options& o) {
-  const uint64_t end = NowNs() + static_cast<uint64_t>(o.duration * 1e9);
-  std::atomic<uint64_t> reads{0};
-  c.run([&](int worker, uint64_t, uint64_t) {
-    std::map<std::pair<uint64_t, int>, uint64_t> last;
-    std::string value;
-    uint64_t id = o.from + static_cast<uint64_t>(worker) * 7;
-    while (NowNs() < end && !c.failed()) {
-      if (id >= o.to) id = o.from + (id - o.to) % (o.to - o.from);
-      Status s = c.tree().search(Key(id), &value);
-      if (s.ok()) {
-        int writer;
-        uint64_t seq;
-        CheckValue(c, o, id, value, &writer, &seq);
-        auto& seen = last[{id, writer}];
-        if (seq < seen) {
-          c.fail("key id " + std::to_string(id) + ": read seq " + std::to_string(seq) + " of writer " +
-                 std::to_string(writer) + " after seq " + std::to_string(seen));
-        }
-        seen = std::max(seen, seq);
-      } else if (!(o.allow_missing && s.code() == Status::Code::kNotFound)) {
-        c.fail("search key id " + std::to_string(id) + ": " + s.ToString());
-      }
-      reads.fetch_add(1, std::memory_order_relaxed);
-      id += 13;
-    }
-  });
-  printf("btree_check read: %" PRIu64 " reads\n", reads.load());
-  return c.finish("read");
 }
 
 // Scans for `duration` seconds from random ids: keys sorted, each once,
@@ -123,7 +71,7 @@ int Scan(Checker& c, const Options& o) {
         const uint64_t kid = key / kKeyStride;
         int writer;
         uint64_t seq;
-        CheckValue(c, o, kid, out[i].second, &writer, &seq);
+        c.check_value(kid, out[i].second, &writer, &seq);
         if (o.even_stable && kid < o.to) {
           if (kid > next_even) {
             c.fail("scan from key id " + std::to_string(id) + " skipped key id " + std::to_string(next_even) +
@@ -155,44 +103,27 @@ int Torn(Checker& c, const Options& o) {
   s = c.tree().leaf_of(Key(id), &leaf);
   if (!s.ok()) c.fail("leaf_of: " + s.ToString());
   if (c.failed()) return c.finish("torn");
-  char* whole = static_cast<char*>(c.initiator().alloc_cache(kPageSize));
-  char* torn = static_cast<char*>(c.initiator().alloc_cache(kPageSize));
-  s = c.initiator().read(whole, leaf, kPageSize);
-  if (!s.ok()) c.fail("read leaf: " + s.ToString());
-  memcpy(torn, whole, kPageSize);
-  const int entry = FindLeafKey(whole, Key(id));
-  if (entry < 0) {
-    c.fail("the key is not in the leaf leaf_of named");
-    return c.finish("torn");
-  }
-  // The key's line as a concurrent writer would have left it: its second
-  // half new, its CRC old.
-  const size_t line = static_cast<size_t>(EntryLine(entry));
-  for (size_t i = line * kLineSize + 40; i < (line + 1) * kLineSize; ++i) torn[i] = 'T';
-  s = c.initiator().write(torn, leaf, kPageSize);
-  if (!s.ok()) c.fail("write torn leaf: " + s.ToString());
-  const uint64_t torn_before = c.tree().stats().torn_reads;
-  std::string read_value;
-  bool reader_done = false;
-  TaskPool pool;
-  pool.spawn([&] {
-    Status r = c.tree().search(Key(id), &read_value);
-    if (!r.ok()) c.fail("search after tearing: " + r.ToString());
-    reader_done = true;
-  });
-  pool.spawn([&] {
-    const uint64_t deadline = NowNs() + 20000000000ull;
-    while (c.tree().stats().torn_reads < torn_before + 3 && NowNs() < deadline) this_task::yield();
-    if (reader_done) c.fail("the reader returned while the leaf was torn");
-    Status w = c.initiator().write(whole, leaf, kPageSize);
-    if (!w.ok()) c.fail("restore leaf: " + w.ToString());
-  });
-  pool.run();
-  const uint64_t torn_seen = c.tree().stats().torn_reads - torn_before;
-  if (torn_seen < 3) c.fail("the torn leaf was not detected (" + std::to_string(torn_seen) + " torn reads)");
-  if (read_value != value) c.fail("the reader returned a wrong value after the leaf was restored");
-  printf("btree_check torn: %" PRIu64 " torn reads detected, then the right value\n", torn_seen);
-  return c.finish("torn");
+  smart::check::Tear tear;
+  tear.unit = "leaf";
+  tear.id = id;
+  tear.where = leaf;
+  tear.length = kPageSize;
+  tear.tear = [&](const char* whole, char* torn) {
+    const int entry = FindLeafKey(whole, Key(id));
+    if (entry < 0) {
+      c.fail("the key is not in the leaf leaf_of named");
+      return false;
+    }
+    // The key's line as a concurrent writer would have left it: its second
+    // half new, its CRC old.
+    const size_t line = static_cast<size_t>(EntryLine(entry));
+    for (size_t i = line * kLineSize + 40; i < (line + 1) * kLineSize; ++i) torn[i] = 'T';
+    return true;
+  };
+  tear.check = [&](const std::string& read_value) {
+    if (read_value != value) c.fail("the reader returned a wrong value after the leaf was restored");
+  };
+  return smart::check::TornRead(c, tear);
 }
 
 
@@ -244,8 +175,7 @@ int Contend(Checker& c, const Options& o) {
   if (o.writer >= 36) throw Error("contend: --writer must be below 36 (one base-36 digit in short values)");
   smart::check::HistoryRecorder history(o.history);
   const ycsb::ZipfianParams zipf(o.to - o.from, o.zipf);
-  const uint64_t end = NowNs() + static_cast<uint64_t>(o.duration * 1e9);
-  const uint64_t period = o.ops == 0 ? 0 : std::max<uint64_t>(1, static_cast<uint64_t>(o.duration * 1e9) / o.ops);
+  const smart::check::Pacer pacer(o.duration, o.ops);
   std::atomic<uint64_t> ops{0}, done{0}, not_found{0};
   std::atomic<bool> ended{false};
   std::mutex first_error_mutex;
@@ -255,19 +185,8 @@ int Contend(Checker& c, const Options& o) {
     smart::check::HistoryRecorder::Op op;
     op.client = "w" + std::to_string(o.writer) + "." + std::to_string(worker);
     std::string value, wrote;
-    while (NowNs() < end && !c.failed() && !ended.load() && (o.ops == 0 || op.seq < o.ops)) {
-      if (period != 0) {
-        // Far from the tick the thread sleeps (its other tasks wait for the
-        // tick too, or for a completion), so that waiting costs no CPU.
-        const uint64_t tick = (NowNs() / period + 1) * period;
-        for (uint64_t now = NowNs(); now < tick; now = NowNs()) {
-          if (tick - now > 300000) {
-            usleep(100);
-          } else {
-            this_task::yield();
-          }
-        }
-      }
+    while (pacer.more(op.seq) && !c.failed() && !ended.load()) {
+      pacer.wait_for_tick();
       const uint64_t id = o.from + ycsb::ZipfianRank(zipf, random);
       const double pick = random.uniform();
       const int kind = pick < 0.3 ? 0 : pick < 0.5 ? 1 : pick < 0.65 ? 2 : pick < 0.8 ? 3 : 4;

@@ -1,8 +1,8 @@
-// btree_check's shared parts: the command line's options, the key and value
-// formats, and the Checker (the connected tree and the first failure seen).
-// The commands live in check_writes.cc (insert, update, delete, churn,
-// check-log) and check_reads.cc (verify, read, scan, torn, contend);
-// btree_check.cc parses the command line.
+// btree_check's own parts: its options, the key and value formats, and the
+// Checker (the connected tree, through smart/check/checker.h). The commands
+// it shares with hashtable_check are in smart/check/commands.h; its own live
+// in check_writes.cc (check-log) and check_reads.cc (verify, scan, torn,
+// contend); btree_check.cc makes the command line.
 //
 // Key id i is the tree key i * kKeyStride (order kept, spread over the
 // 64-bit range). Values name their writer, key id and round: long values as
@@ -15,44 +15,23 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <vector>
 
 #include "btree.h"
-#include "smart/bench/bench.h"
-#include "smart/initiator.h"
-#include "smart/logging.h"
-#include "smart/task.h"
+#include "smart/check/checker.h"
+#include "smart/check/contend.h"
 
 namespace smart::btree::check {
 
 constexpr uint64_t kKeyStride = 1000003;
 
-struct Options {
-  std::vector<std::string> servers;
-  int threads = 2;
-  int coros = 4;
-  uint64_t from = 0, to = 0;
-  int writer = 0;
-  int writers = 1;
-  int rounds = 1;
-  double duration = 1;
-  bool absent = false;
-  bool allow_missing = false;
+struct Options : smart::check::CheckOptions {
   bool short_values = false;
-  bool even_stable = false;
+  bool even_stable = false;    // even ids stay present throughout
   std::string parity = "all";  // insert, check-log: all ids, or only the even or odd ones
   int min_height = 0;
-  uint64_t lease_ms = 2000;
-  uint64_t retry_timeout_ms = 10000;
-  std::vector<std::string> logs;
-  std::string history;        // contend: every operation and its outcome (smart/check/op_history.h)
-  double zipf = 0.99;         // contend: skew of the key chooser
-  uint64_t ops = 0;           // contend: operations per worker, on ticks over --duration (0: back to back)
-  bool end_on_error = false;  // contend: an error ends the command quietly (a client expected to be fenced)
+  bool end_on_error = false;   // contend: an error ends the command quietly (a client expected to be fenced)
 };
 
 inline uint64_t Key(uint64_t id) { return id * kKeyStride; }
@@ -93,54 +72,28 @@ inline bool ParseValue(const std::string& v, int* writer, uint64_t* id, uint64_t
   return true;
 }
 
-// What contend's read-modify-write does to a value, exactly as the
-// linearizability checker's model (test/linearizability/model.go, Bump): a
-// value ending in "+N" (N a number in canonical decimal that fits 64 bits)
-// ends in "+N+1" instead; any other value gets "+1" appended.
-std::string Bump(const std::string& value);
+using smart::check::Bump;
 
-class Checker {
+// The checker over the tree: key id i is the tree key Key(i).
+class Checker final : public smart::check::StoreChecker<BTree, Key, Options> {
  public:
-  explicit Checker(const Options& o) : o_(o) {}
+  using StoreChecker::StoreChecker;
 
+  // Connects and builds (or attaches to) the tree.
   void open();
-  BTree& tree() { return *tree_; }
-  Initiator& initiator() { return *initiator_; }
+  BTree& tree() { return store(); }
 
-  // Runs fn(worker, first id, step) on threads x coroutines; the ids of
-  // [from, to) are split among the workers by stride.
-  void run(const std::function<void(int worker, uint64_t first, uint64_t step)>& fn);
-
-  void fail(const std::string& message) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (error_.empty()) error_ = message;
-  }
-  bool failed() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return !error_.empty();
-  }
-  // Prints the outcome and the tree's counters; the process's exit status.
-  int finish(const std::string& what);
-
- private:
-  const Options& o_;
-  SmartConfig config_;
-  std::unique_ptr<Initiator> initiator_;
-  std::unique_ptr<BTree> tree_;
-  std::mutex mutex_;
-  std::string error_;
+  std::string counters() override;
+  std::string name(uint64_t id) const override { return "key id " + std::to_string(id); }
+  std::string value(int writer, uint64_t id, uint64_t seq) const override { return Value(o_, writer, id, seq); }
+  void check_value(uint64_t id, const std::string& value, int* writer, uint64_t* seq) override;
+  bool writes(uint64_t id) const override { return OfParity(o_, id); }
+  bool stays(uint64_t id) const override { return o_.even_stable && id % 2 == 0; }
 };
 
-// The commands: each returns the process's exit status.
-int Insert(Checker& c, const Options& o);
-int Update(Checker& c, const Options& o);
-int Delete(Checker& c, const Options& o);
-int Churn(Checker& c, const Options& o);
-int CheckLog(Checker& c, const Options& o);
-int Verify(Checker& c, const Options& o);
-int Read(Checker& c, const Options& o);
-int Scan(Checker& c, const Options& o);
-int Torn(Checker& c, const Options& o);
-int Contend(Checker& c, const Options& o);
+// A command of btree_check's own: returns the process's exit status.
+using Command = int(Checker& c, const Options& o);
+Command CheckLog;                         // check_writes.cc
+Command Verify, Scan, Torn, Contend;      // check_reads.cc
 
 }  // namespace smart::btree::check

@@ -6,22 +6,20 @@
 // a zipf law (--zipf), for --duration seconds, and record each operation
 // with its outcome in the --history file (smart/check/op_history.h). With
 // --ops N each worker issues N operations, one on each tick of a period of
-// duration / N, ticks counted from 0 on the monotonic clock: every worker of
-// every process with the same period starts an operation at the same
-// instant, so that on the hot keys they overlap, and the history stays small
-// enough to check. Values are "w<writer>:<key>:<seq>", unique per process;
-// a read-modify-write bumps the value (Bump) and records the value it
-// wrote. With --fresh P, P% of the operations instead insert keys of the
-// worker's own, never used before, or search one it inserted: a table built
-// small splits under the others. An operation of unknown outcome
-// (kOutcomeUnknown) stays in the history without a response, as one whose
-// process died; any other error but not-found fails the command.
-#include <unistd.h>
-
-#include <algorithm>
+// duration / N (smart::check::Pacer), so that on the hot keys they overlap,
+// and the history stays small enough to check. Values are
+// "w<writer>:<key>:<seq>", unique per process; a read-modify-write bumps the
+// value (Bump) and records the value it wrote. With --fresh P, P% of the
+// operations instead insert keys of the worker's own, never used before, or
+// search one it inserted: a table built small splits under the others. An
+// operation of unknown outcome (kOutcomeUnknown) stays in the history
+// without a response, as one whose process died; any other error but
+// not-found fails the command.
 #include <atomic>
 
 #include "check_support.h"
+#include "smart/bench/bench.h"
+#include "smart/check/contend.h"
 #include "smart/check/op_history.h"
 #include "smart/bench/ycsb.h"
 
@@ -35,21 +33,6 @@ uint64_t FreshId(int writer, int worker, uint64_t n) {
   return 1000000000ull + static_cast<uint64_t>(writer) * 10000000ull + static_cast<uint64_t>(worker) * 100000ull + n;
 }
 
-// Sleeps until the next tick of `period` (0: none). Far from the tick the
-// thread sleeps (its other tasks wait for the tick too, or for a
-// completion), so that waiting costs no CPU.
-void WaitForTick(uint64_t period) {
-  if (period == 0) return;
-  const uint64_t tick = (NowNs() / period + 1) * period;
-  for (uint64_t now = NowNs(); now < tick; now = NowNs()) {
-    if (tick - now > 300000) {
-      usleep(100);
-    } else {
-      this_task::yield();
-    }
-  }
-}
-
 }  // namespace
 
 int Contend(Checker& c, const Options& o) {
@@ -57,8 +40,7 @@ int Contend(Checker& c, const Options& o) {
   if (o.fresh < 0 || o.fresh > 100) throw Error("--fresh is a percentage: 0..100");
   smart::check::HistoryRecorder history(o.history);
   const ycsb::ZipfianParams zipf(o.to - o.from, o.zipf);
-  const uint64_t end = NowNs() + static_cast<uint64_t>(o.duration * 1e9);
-  const uint64_t period = o.ops == 0 ? 0 : std::max<uint64_t>(1, static_cast<uint64_t>(o.duration * 1e9) / o.ops);
+  const smart::check::Pacer pacer(o.duration, o.ops);
   std::atomic<uint64_t> ops{0}, found{0}, not_found{0}, unknown{0};
   c.run([&](int worker, uint64_t, uint64_t) {
     ycsb::Random random(static_cast<uint64_t>(o.writer) * 1000003u + static_cast<uint64_t>(worker) + 1);
@@ -66,8 +48,8 @@ int Contend(Checker& c, const Options& o) {
     op.client = "w" + std::to_string(o.writer) + "." + std::to_string(worker);
     std::string value, written;
     uint64_t fresh_keys = 0;  // of this worker, inserted (or tried) so far
-    while (NowNs() < end && !c.failed() && (o.ops == 0 || op.seq < o.ops)) {
-      WaitForTick(period);
+    while (pacer.more(op.seq) && !c.failed()) {
+      pacer.wait_for_tick();
       enum Kind { kSearch, kInsert, kUpdate, kRmw, kDelete };
       static const char* const kKinds[] = {"search", "insert", "update", "rmw", "delete"};
       Kind kind;

@@ -95,36 +95,33 @@ int CheckRmw(Checker& c, const Options& o) {
     }
   }
   std::atomic<uint64_t> checked{0};
-  c.run([&](int, uint64_t first, uint64_t step) {
-    std::string value;
-    for (uint64_t id = first; id < o.to && !c.failed(); id += step) {
-      const Status s = c.table().search(Key(id), &value);
-      if (!s.ok()) {
-        c.fail("search " + Key(id) + ": " + s.ToString());
-        continue;
-      }
-      int copies = 0;
-      const Status counted = c.table().count_copies(Key(id), &copies);
-      if (!counted.ok() || copies != 1) {
-        c.fail(Key(id) + " has " + std::to_string(copies) + " copies, expected exactly 1 (" + counted.ToString() + ")");
-      }
-      std::string base;
-      uint64_t n = 0;
-      int writer;
-      uint64_t key_in_value, seq;
-      if (!SplitCount(value, &base, &n) || !ParseValue(base, &writer, &key_in_value, &seq) || key_in_value != id) {
-        c.fail(Key(id) + " holds \"" + value + "\", which is no value of it bumped a number of times");
-        continue;
-      }
-      const auto it = counts.find(id);
-      const BumpCount count = it == counts.end() ? BumpCount{} : it->second;
-      if (n < count.acknowledged || n > count.acknowledged + count.unknown) {
-        c.fail(Key(id) + " holds \"" + value + "\": bumped " + std::to_string(n) + " times, but " +
-               std::to_string(count.acknowledged) + " bumps were acknowledged and " + std::to_string(count.unknown) +
-               " had an unknown outcome" + (n < count.acknowledged ? " (an acknowledged bump was lost)" : ""));
-      }
-      checked.fetch_add(1);
+  c.each_id([&](uint64_t id, std::string& value) {
+    const Status s = c.table().search(Key(id), &value);
+    if (!s.ok()) {
+      c.fail("search " + Key(id) + ": " + s.ToString());
+      return;
     }
+    int copies = 0;
+    const Status counted = c.table().count_copies(Key(id), &copies);
+    if (!counted.ok() || copies != 1) {
+      c.fail(Key(id) + " has " + std::to_string(copies) + " copies, expected exactly 1 (" + counted.ToString() + ")");
+    }
+    std::string base;
+    uint64_t n = 0;
+    int writer;
+    uint64_t key_in_value, seq;
+    if (!SplitCount(value, &base, &n) || !ParseValue(base, &writer, &key_in_value, &seq) || key_in_value != id) {
+      c.fail(Key(id) + " holds \"" + value + "\", which is no value of it bumped a number of times");
+      return;
+    }
+    const auto it = counts.find(id);
+    const BumpCount count = it == counts.end() ? BumpCount{} : it->second;
+    if (n < count.acknowledged || n > count.acknowledged + count.unknown) {
+      c.fail(Key(id) + " holds \"" + value + "\": bumped " + std::to_string(n) + " times, but " +
+             std::to_string(count.acknowledged) + " bumps were acknowledged and " + std::to_string(count.unknown) +
+             " had an unknown outcome" + (n < count.acknowledged ? " (an acknowledged bump was lost)" : ""));
+    }
+    checked.fetch_add(1);
   });
   printf("hashtable_check check-rmw: %" PRIu64 " keys hold exactly their bumps\n", checked.load());
   return c.finish("check-rmw");

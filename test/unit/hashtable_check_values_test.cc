@@ -1,6 +1,7 @@
-// The value formats of hashtable_check (apps/hashtable/check_support.h):
-// its read-modify-write must bump a value exactly as the linearizability
-// checker's model does (test/linearizability/model.go, Bump, and its test
+// The value formats of hashtable_check (apps/hashtable/check_support.h,
+// Bump from smart/check/contend.h): its read-modify-write must bump a value
+// exactly as the linearizability checker's model does
+// (test/linearizability/model.go, Bump, and its test
 // TestBumpCountsUpATrailingNumber), or every history with one would fail.
 #include <gtest/gtest.h>
 

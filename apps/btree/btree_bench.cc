@@ -5,9 +5,9 @@
 // the tree's techniques (HOCL, command combination, index cache), the round
 // trips per operation it adds to the result line (name BPlusTree) and the
 // counters it reports.
-#include <cinttypes>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "btree.h"
 #include "kv_adapter.h"
@@ -18,6 +18,19 @@ namespace {
 
 using namespace smart;
 using btree::BTree;
+using btree::TreeStats;
+
+// The counters the log shows after the run.
+constexpr KvBenchCounterField<TreeStats> kTreeCounters[] = {
+    {"torn reads", &TreeStats::torn_reads},
+    {"lock retries", &TreeStats::lock_retries},
+    {"hand-overs", &TreeStats::handovers},
+    {"leaf splits", &TreeStats::leaf_splits},
+    {"index-cache hits", &TreeStats::cache_hits},
+    {"index-cache invalidations", &TreeStats::cache_invalidations},
+    {"speculative hits", &TreeStats::speculative_hits},
+    {"speculative misses", &TreeStats::speculative_misses},
+    {"moved right", &TreeStats::moved_right}};
 
 class TreeRun : public KvBenchRun {
  public:
@@ -45,19 +58,8 @@ class TreeRun : public KvBenchRun {
     snprintf(value, sizeof(value), "%.3f", round_trips);
     return {KvBenchField{"round trips per op", "round_trips_per_op", value}};
   }
-  std::string run_counters() const override {
-    const btree::TreeStats st = tree_.stats();
-    char text[512];
-    snprintf(text, sizeof(text),
-             "torn reads %" PRIu64 ", lock retries %" PRIu64 ", hand-overs %" PRIu64 ", leaf splits %" PRIu64
-             ", index-cache hits %" PRIu64 " invalidations %" PRIu64 ", speculative hits %" PRIu64
-             " misses %" PRIu64 ", moved right %" PRIu64,
-             st.torn_reads - before_.torn_reads, st.lock_retries - before_.lock_retries,
-             st.handovers - before_.handovers, st.leaf_splits - before_.leaf_splits,
-             st.cache_hits - before_.cache_hits, st.cache_invalidations - before_.cache_invalidations,
-             st.speculative_hits - before_.speculative_hits, st.speculative_misses - before_.speculative_misses,
-             st.moved_right - before_.moved_right);
-    return text;
+  std::vector<KvBenchCounter> run_counters() const override {
+    return CountersSince(before_, tree_.stats(), kTreeCounters);
   }
 
  private:
@@ -76,12 +78,11 @@ class TreeRun : public KvBenchRun {
   btree::TreeStats before_;
 };
 
-class TreeBench : public KvBenchApp {
+class TreeBench : public KvBenchAppOf<TreeRun> {
  public:
-  std::string program() const override { return "btree_bench"; }
-  std::string about() const override { return "YCSB on SMART-BT (a Sherman-style B+tree on disaggregated memory)"; }
-  std::string noun() const override { return "the B+tree"; }
-  bool scans() const override { return true; }
+  TreeBench()
+      : KvBenchAppOf("btree_bench", "YCSB on SMART-BT (a Sherman-style B+tree on disaggregated memory)",
+                     "the B+tree", /*scans=*/true) {}
   std::string refuses(const std::string&) const override { return ""; }
   void check(const KvBenchSettings& s) const override {
     if (s.ycsb.key_length > 20) {
@@ -101,14 +102,8 @@ class TreeBench : public KvBenchApp {
     }
     return (pages * btree::kPageSize + blocks) / (1 << 20) + 512;
   }
-  std::unique_ptr<KvBenchRun> open(Initiator& initiator, int blades, const KvBenchSettings& s) override {
-    return std::make_unique<TreeRun>(initiator, blades, s);
-  }
 };
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  TreeBench app;
-  return smart::RunKvBench(argc, argv, app);
-}
+int main(int argc, char** argv) { return smart::RunKvBench<TreeBench>(argc, argv); }

@@ -3,9 +3,9 @@
 // run, result line and CSV, exit status). What is SMART-HT's: the size of an
 // embedded memory blade, the block-size check, the table's options and the
 // counters it reports.
-#include <cinttypes>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "hash_table.h"
 #include "kv_adapter.h"
@@ -15,7 +15,16 @@
 namespace {
 
 using namespace smart;
+using hashtable::TableStats;
 using hashtable::HashTable;
+
+// The counters the log shows after the run.
+constexpr KvBenchCounterField<TableStats> kTableCounters[] = {
+    {"torn reads", &TableStats::torn_reads}, {"CAS failures", &TableStats::cas_failures},
+    {"writes superseded", &TableStats::writes_superseded}, {"splits", &TableStats::splits},
+    {"speculative hits", &TableStats::speculative_hits}, {"speculative misses", &TableStats::speculative_misses},
+    {"speculative reads below their slot", &TableStats::speculative_looks_below},
+    {"blocks retired", &TableStats::blocks_retired}, {"blocks reused", &TableStats::blocks_reused}};
 
 class TableRun : public KvBenchRun {
  public:
@@ -27,19 +36,8 @@ class TableRun : public KvBenchRun {
     return std::to_string(table_.stats().loads_batched) + " settled in shared round trips";
   }
   void run_starts() override { before_ = table_.stats(); }
-  std::string run_counters() const override {
-    const hashtable::TableStats st = table_.stats();
-    char text[512];
-    snprintf(text, sizeof(text),
-             "torn reads %" PRIu64 ", CAS failures %" PRIu64 " (writes superseded %" PRIu64 "), splits %" PRIu64
-             ", speculative hits %" PRIu64 " misses %" PRIu64 " (%" PRIu64 " looked below their slot)"
-             ", blocks retired %" PRIu64 " reused %" PRIu64,
-             st.torn_reads - before_.torn_reads, st.cas_failures - before_.cas_failures,
-             st.writes_superseded - before_.writes_superseded, st.splits - before_.splits,
-             st.speculative_hits - before_.speculative_hits, st.speculative_misses - before_.speculative_misses,
-             st.speculative_looks_below - before_.speculative_looks_below, st.blocks_retired - before_.blocks_retired,
-             st.blocks_reused - before_.blocks_reused);
-    return text;
+  std::vector<KvBenchCounter> run_counters() const override {
+    return CountersSince(before_, table_.stats(), kTableCounters);
   }
 
  private:
@@ -55,11 +53,11 @@ class TableRun : public KvBenchRun {
   hashtable::TableStats before_;
 };
 
-class TableBench : public KvBenchApp {
+class TableBench : public KvBenchAppOf<TableRun> {
  public:
-  std::string program() const override { return "hashtable_bench"; }
-  std::string about() const override { return "YCSB on SMART-HT (a RACE-style hash table on disaggregated memory)"; }
-  std::string noun() const override { return "the hash table"; }
+  TableBench()
+      : KvBenchAppOf("hashtable_bench", "YCSB on SMART-HT (a RACE-style hash table on disaggregated memory)",
+                     "the hash table", /*scans=*/false) {}
   std::string refuses(const std::string& flag) const override {
     if (flag == "--index-cache-pages") return "the hash table has no index to cache (a B+tree flag)";
     return "the hash table takes no locks: its writes are one CAS on a slot (a B+tree flag)";
@@ -79,14 +77,8 @@ class TableBench : public KvBenchApp {
         s.ycsb.max_key * hashtable::BlockUnits(s.ycsb.key_length, s.ycsb.value_length) * hashtable::kBlockUnit;
     return (2 * buckets + 2 * blocks) / (1 << 20) + 1024;
   }
-  std::unique_ptr<KvBenchRun> open(Initiator& initiator, int blades, const KvBenchSettings& s) override {
-    return std::make_unique<TableRun>(initiator, blades, s);
-  }
 };
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  TableBench app;
-  return smart::RunKvBench(argc, argv, app);
-}
+int main(int argc, char** argv) { return smart::RunKvBench<TableBench>(argc, argv); }

@@ -179,7 +179,10 @@ int Run(KvBenchApp& app, KvBenchSettings s, const StartGroup& group, double sync
   }
   fflush(stdout);
   if (s.verbose) {
-    const std::string counters = run->run_counters();
+    std::string counters;
+    for (const KvBenchCounter& c : run->run_counters()) {
+      counters += (counters.empty() ? "" : ", ") + std::string(c.label) + " " + std::to_string(c.value);
+    }
     if (!counters.empty()) SMART_INFO("%s: during the run: %s", name, counters.c_str());
     if (blades.embedded()) SMART_INFO("%s: memory blade holds %.1f MiB (resident)", name, blades.resident_mib());
   }

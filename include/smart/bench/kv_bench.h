@@ -6,11 +6,9 @@
 /// timed run, the result line and the CSV; a store adds only what differs
 /// through KvBenchApp:
 ///
-///   class TableBench : public smart::KvBenchApp { ... };
-///   int main(int argc, char** argv) {
-///     TableBench app;
-///     return smart::RunKvBench(argc, argv, app);
-///   }
+///   class TableRun : public smart::KvBenchRun { ... };   // the open store
+///   class TableBench : public smart::KvBenchAppOf<TableRun> { ... };
+///   int main(int argc, char** argv) { return smart::RunKvBench<TableBench>(argc, argv); }
 ///
 /// Exit status: 0 when every operation succeeded, 1 when the run failed (or
 /// some operation did, or a loaded key went missing), 2 for a bad argument
@@ -21,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "smart/bench/bench_config.h"
@@ -50,6 +49,26 @@ struct KvBenchField {
   std::string value;   ///< the value, formatted
 };
 
+/// A counter of what one store did during the run, for the log.
+struct KvBenchCounter {
+  const char* label;  ///< e.g. "torn reads"
+  uint64_t value;     ///< how many during the run
+};
+
+/// A store's counter by name: a field of its statistics struct `Stats`.
+template <typename Stats>
+using KvBenchCounterField = std::pair<const char*, uint64_t Stats::*>;
+
+/// Each of `fields` in `now` less its value in `before`: a store's counters
+/// during the run, from snapshots of its statistics.
+template <typename Stats, size_t N>
+std::vector<KvBenchCounter> CountersSince(const Stats& before, const Stats& now,
+                                          const KvBenchCounterField<Stats> (&fields)[N]) {
+  std::vector<KvBenchCounter> out;
+  for (const auto& [label, field] : fields) out.push_back({label, now.*field - before.*field});
+  return out;
+}
+
 /// An open store and its counters, for one run; destroyed before the
 /// initiator it was opened on.
 class KvBenchRun {
@@ -65,22 +84,27 @@ class KvBenchRun {
   virtual void run_starts() {}
   /// The store's fields of the result line and CSV (the same every run).
   virtual std::vector<KvBenchField> result_fields() const { return {}; }
-  /// The store's counters during the run, for the log ("" for none).
-  virtual std::string run_counters() const { return ""; }
+  /// The store's counters during the run (since run_starts()), for the log.
+  virtual std::vector<KvBenchCounter> run_counters() const { return {}; }
 };
 
 /// What one store brings to the key-value bench.
 class KvBenchApp {
  public:
+  /// `program` heads every message ("hashtable_bench"); `about` says what
+  /// it runs, for --help; `noun` names the store in a sentence ("the hash
+  /// table"); `scans`: the store scans (YCSB-E).
+  KvBenchApp(std::string program, std::string about, std::string noun, bool scans)
+      : program_(std::move(program)), about_(std::move(about)), noun_(std::move(noun)), scans_(scans) {}
   virtual ~KvBenchApp() = default;
-  /// The program's name, heading every message: "hashtable_bench".
-  virtual std::string program() const = 0;
-  /// What it runs, for --help: "YCSB on SMART-HT (...)".
-  virtual std::string about() const = 0;
-  /// The store in a sentence: "the table" ("the table lost keys").
-  virtual std::string noun() const = 0;
-  /// True when the store scans (YCSB-E).
-  virtual bool scans() const { return false; }
+  /// The program's name.
+  const std::string& program() const { return program_; }
+  /// What the program runs.
+  const std::string& about() const { return about_; }
+  /// The store in a sentence.
+  const std::string& noun() const { return noun_; }
+  /// True when the store scans.
+  bool scans() const { return scans_; }
   /// "" when the store honours the technique flag `flag` (--no-hocl,
   /// --no-combine, --index-cache-pages); otherwise why it does not.
   virtual std::string refuses(const std::string& flag) const = 0;
@@ -90,10 +114,33 @@ class KvBenchApp {
   virtual uint64_t embedded_mib(const KvBenchSettings& settings) const = 0;
   /// Opens the store on memory nodes 0..blades-1 of `initiator`.
   virtual std::unique_ptr<KvBenchRun> open(Initiator& initiator, int blades, const KvBenchSettings& settings) = 0;
+
+ private:
+  std::string program_, about_, noun_;
+  bool scans_;
+};
+
+/// A KvBenchApp whose open() builds a `Run` (a KvBenchRun constructed from
+/// the initiator, the blade count and the settings).
+template <typename Run>
+class KvBenchAppOf : public KvBenchApp {
+ public:
+  using KvBenchApp::KvBenchApp;
+  /// A new `Run` on the blades.
+  std::unique_ptr<KvBenchRun> open(Initiator& initiator, int blades, const KvBenchSettings& settings) override {
+    return std::make_unique<Run>(initiator, blades, settings);
+  }
 };
 
 /// The key-value bench's main (see the file's description); returns the
 /// exit status.
 int RunKvBench(int argc, char** argv, KvBenchApp& app);
+
+/// RunKvBench() on a default-built `App`: a bench's whole main().
+template <typename App>
+int RunKvBench(int argc, char** argv) {
+  App app;
+  return RunKvBench(argc, argv, app);
+}
 
 }  // namespace smart

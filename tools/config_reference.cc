@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "smart/bench/bench_config.h"
+#include "smart/command_line.h"
 #include "smart/config.h"
 #include "smart/config/config_reader.h"
 #include "smart/status.h"
@@ -174,8 +175,12 @@ const char* kAbout[] = {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   using namespace smart;
+  CLI::App app{"smart_config_reference: prints docs/config_reference.md (every key of every config file and every "
+               "environment variable, with type, allowed values, default and meaning) to standard output; takes no "
+               "arguments"};
+  SMART_PARSE_COMMAND_LINE(app, argc, argv);
   // The reference shows defaults, not this shell's overrides.
   clearenv();
   char dir_template[] = "/tmp/smart-config-reference-XXXXXX";

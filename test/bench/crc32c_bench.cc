@@ -2,7 +2,7 @@
 // crc32_iscsi on the block sizes applications check (64 B to 4 KiB).
 // Prints ns per call, the median of 9 runs of 200,000 calls each.
 //
-// Usage: crc32c_bench
+// Usage: crc32c_bench   (--help: this, and nothing runs)
 #include <isa-l/crc.h>
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "smart/command_line.h"
 #include "smart/crc32c.h"
 
 namespace {
@@ -40,7 +41,10 @@ double NsPerCall(const std::function<uint32_t(const void*, size_t)>& fn, const s
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  CLI::App app{"crc32c_bench: the framework's CRC-32C (SSE4.2, table) against ISA-L's crc32_iscsi, ns per call on "
+               "64 B to 4 KiB (the median of 9 runs of 200,000 calls); takes no arguments"};
+  SMART_PARSE_COMMAND_LINE(app, argc, argv);
   std::vector<uint8_t> buffer(4096 + 64);
   std::mt19937 random(1);
   for (auto& b : buffer) b = static_cast<uint8_t>(random());

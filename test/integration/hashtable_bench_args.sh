@@ -32,11 +32,20 @@ usage_error "--bogus" "$SMART_BIN/hashtable_backend" --bogus
 usage_error "--server" "$SMART_BIN/hashtable_check" verify
 usage_error "--bogus" "$SMART_BIN/hashtable_check" --server 127.0.0.1:1 --bogus verify
 usage_error "--type" "$SMART_BIN/test_rdma" --type swap
-for program in hashtable_backend hashtable_bench hashtable_check test_rdma; do
+usage_error "extra" "$SMART_BIN/smart_config_reference" extra
+programs=(hashtable_backend hashtable_bench hashtable_check test_rdma smart_config_reference)
+# crc32c_bench is built where ISA-L is installed (deps.sh installs it).
+if [[ -x $SMART_BIN/crc32c_bench ]]; then
+  usage_error "--bogus" "$SMART_BIN/crc32c_bench" --bogus
+  programs+=(crc32c_bench)
+fi
+for program in "${programs[@]}"; do
   "$SMART_BIN/$program" --help >"$WORK_DIR/out" 2>&1 || fail "$program --help exited $?"
   grep -q -- "--help" "$WORK_DIR/out" || fail "$program --help lists no flags"
+  # Help is all it does: no benchmark table, no reference.
+  ! grep -q -e "isa-l ns" -e "^| \`" "$WORK_DIR/out" || fail "$program --help ran the program"
 done
-pass "hashtable_backend, hashtable_check and test_rdma refuse bad flags with exit 2 and name them; --help exits 0"
+pass "hashtable_backend, hashtable_check, test_rdma, crc32c_bench and smart_config_reference refuse bad arguments with exit 2 and name them; --help exits 0 and only helps"
 
 out=$("$bench" 2 4 --no-load --max-key 10000 --duration 0.3 --dump-file "" --quiet)
 echo "$out"

@@ -19,6 +19,11 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/dtx_lib.sh"
 bench="$SMART_BIN/smallbank_bench"
+# The lease: a holder whose lock word stands still this long is taken for
+# dead. In the Soft-RoCE guest (full emulation) a live client can stall for
+# seconds, and a 2-s lease there fenced a live survivor now and then; every
+# client of the database gets the same, longer one.
+lease=(--lease-ms "$(sized 2000 8000)")
 
 set +e
 "$bench" 0 4 --dump-file "" >"$WORK_DIR/out" 2>&1
@@ -46,7 +51,8 @@ use_transaction_config "$config"
 
 pids=()
 for c in 0 1 2; do
-  "$bench" 2 4 --quiet --history "$WORK_DIR/history.$c" --delta-file "$WORK_DIR/delta" >"$WORK_DIR/client.$c" 2>&1 &
+  "$bench" 2 4 --quiet "${lease[@]}" --history "$WORK_DIR/history.$c" --delta-file "$WORK_DIR/delta" \
+    >"$WORK_DIR/client.$c" 2>&1 &
   pids+=($!)
 done
 for c in 0 1 2; do
@@ -73,7 +79,7 @@ pass "$(cat "$WORK_DIR/history.check")"
 # The victims run longer than the survivors so that each reaches its fault
 # point (or the kill -9) even where transactions are slow (Soft-RoCE).
 victims=()
-victim=("$bench" 2 4 --quiet --transfers-only --duration 20 --dump-file "")
+victim=("$bench" 2 4 --quiet "${lease[@]}" --transfers-only --duration 20 --dump-file "")
 SMART_FAULTS="kill@point:dtx.commit.validated#$(sized 300 15)" "${victim[@]}" >"$WORK_DIR/victim.0" 2>&1 &
 victims+=($!)
 SMART_FAULTS="kill@point:dtx.commit.write#$(sized 1001 41)" "${victim[@]}" >"$WORK_DIR/victim.1" 2>&1 &
@@ -82,7 +88,8 @@ victims+=($!)
 victims+=($!)
 pids=()
 for c in 3 4; do
-  "$bench" 2 4 --quiet --history "$WORK_DIR/history.$c" --delta-file "$WORK_DIR/delta" >"$WORK_DIR/client.$c" 2>&1 &
+  "$bench" 2 4 --quiet "${lease[@]}" --history "$WORK_DIR/history.$c" --delta-file "$WORK_DIR/delta" \
+    >"$WORK_DIR/client.$c" 2>&1 &
   pids+=($!)
 done
 sleep 1
@@ -110,7 +117,7 @@ pass "three clients killed (after validation, mid-commit, kill -9), two ran on: 
 # Clients that stop (SIGSTOP: alive, sessions open) inside a commit, and
 # resume after others recovered their transactions: one after its lock check
 # and before its writes, one with a write posted and not yet completed. The
-# survivors take their locks over once the lease (2 s) ran out, fencing them
+# survivors take their locks over once the lease (2 s; 8 s over verbs) ran out, fencing them
 # on every blade first; resumed, a victim's writes must not land (its commit
 # reports an unknown outcome or an error, never success), and the total, the
 # replicas, the locks and the history come out as before.
@@ -119,7 +126,7 @@ pass "three clients killed (after validation, mid-commit, kill -9), two ran on: 
 # a second thread would stop wherever SIGSTOP found it, sometimes inside the
 # shm provider's copy of a write, the one window shm cannot fence (README,
 # "Fencing"; verbs has no such window), which this test does not claim.
-victim=("$bench" 1 4 --quiet --transfers-only --hot-accounts 4 --duration 30 --dump-file "")
+victim=("$bench" 1 4 --quiet "${lease[@]}" --transfers-only --hot-accounts 4 --duration 30 --dump-file "")
 stopped=()
 SMART_FAULTS="stop@point:dtx.commit.checked#$(sized 150 15)" "${victim[@]}" --history "$WORK_DIR/history.s0" \
   >"$WORK_DIR/stopped.0" 2>&1 &
@@ -132,7 +139,7 @@ for v in 0 1; do
 done
 pids=()
 for c in 5 6; do
-  "$bench" 2 4 --quiet --hot-accounts 4 --duration "$(sized 6 12)" --history "$WORK_DIR/history.$c" --delta-file "$WORK_DIR/delta" \
+  "$bench" 2 4 --quiet "${lease[@]}" --hot-accounts 4 --duration "$(sized 6 16)" --history "$WORK_DIR/history.$c" --delta-file "$WORK_DIR/delta" \
     >"$WORK_DIR/client.$c" 2>&1 &
   pids+=($!)
 done

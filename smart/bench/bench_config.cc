@@ -23,24 +23,26 @@ TestRdmaConfig TestRdmaConfig::Parse(const std::string& text, const std::string&
   c.source = source;
   const char* expectation = "an array of memory blade addresses: \"host\", \"host:port\" or "
                             "{\"hostname\": string, \"port\": integer} (port: the port key when absent)";
-  if (const nlohmann::json* servers = r.get("servers", true, expectation)) {
+  if (const nlohmann::json* servers = r.get("servers", false, expectation)) {
     if (!servers->is_array()) r.fail("servers", expectation, servers);
     // Port 0: the port key's, applied where it is used (--port may change it).
     for (const nlohmann::json& s : *servers) c.servers.push_back(ReadServerEntry(r, "servers", expectation, s, 0));
   }
-  r.get_int("port", &c.port, true, 0, 65535);
-  r.get_uint64("block_size", &c.block_size, true, 1, 1 << 20);
+  r.get_int("port", &c.port, false, 0, 65535);
+  r.get_uint64("block_size", &c.block_size, false, 1, 1 << 20);
   r.get_int("qp_num", &c.qp_num, false, -kMaxThreads, kMaxThreads);
   int type = 0;
   const std::vector<std::string> types = {"read", "write", "cas", "faa", "atomic"};
-  r.get_choice("type", &type, true, types);
+  r.get_choice("type", &type, false, types);
   c.type = types[type] == "atomic" ? "faa" : types[type];
-  r.get_string("dump_file_path", &c.dump_file_path, true);
+  r.get_string("dump_file_path", &c.dump_file_path, false);
   r.get_string("dump_prefix", &c.dump_prefix, false);
   r.get_double("duration", &c.duration, false, 0.01, 86400);
   r.get_uint64("memory_size", &c.memory_size, false, 1, uint64_t{1} << 30);
   r.check_unknown();
-  if (c.qp_num == 0) r.fail("qp_num", "a non-zero integer (-k: one queue pair per k threads)", r.get("qp_num", true, ""));
+  if (c.qp_num == 0) {
+    r.fail_value("qp_num", "a non-zero integer (-k: one queue pair per k threads)", std::to_string(c.qp_num));
+  }
   return c;
 }
 
@@ -117,31 +119,32 @@ DataStructureConfig DataStructureConfig::Parse(const std::string& text, const st
   ConfigReader r(root, source);
   DataStructureConfig c;
   c.source = source;
-  r.get_int("nr_threads", &c.nr_threads, false, 1, kMaxThreads - 2);
-  r.get_int("tasks_per_thread", &c.tasks_per_thread, false, 1, kMaxTasksPerThread - 1);
   int dataset = 0;
-  r.get_choice("dataset", &dataset, true, kDatasets);
+  r.get_choice("dataset", &dataset, false, kDatasets);
   c.dataset = kDatasets[dataset];
-  r.get_string("dump_file_path", &c.dump_file_path, true);
-  // Upstream reads these and never uses them.
+  r.get_string("dump_file_path", &c.dump_file_path, false);
+  // Upstream reads these and never uses them; the threads and coroutines
+  // are the benches' NR_THREAD and NR_CORO.
+  r.ignore("nr_threads");
+  r.ignore("tasks_per_thread");
   r.ignore("nic_numa_node");
   r.ignore("cpu_nodes");
   r.ignore("cores_per_cpu");
-  r.get_bool("insert_before_execution", &c.insert_before_execution, true);
-  r.get_uint64("max_key", &c.max_key, true, 1, uint64_t{1} << 40);
-  r.get_int("key_length", &c.key_length, true, 1, 255);
-  r.get_int("value_length", &c.value_length, true, 1, 3072);
+  r.get_bool("insert_before_execution", &c.insert_before_execution, false);
+  r.get_uint64("max_key", &c.max_key, false, 1, uint64_t{1} << 40);
+  r.get_int("key_length", &c.key_length, false, 1, 255);
+  r.get_int("value_length", &c.value_length, false, 1, 3072);
   r.get_bool("rehash_key", &c.rehash_key, false);
-  r.get_double("duration", &c.duration, true, 0.01, 86400);
-  r.get_double("zipfian_const", &c.zipfian_const, true, 0, 0.9999);
-  ReadMemoryServers(r, true, &c.memory_servers);
+  r.get_double("duration", &c.duration, false, 0.01, 86400);
+  r.get_double("zipfian_const", &c.zipfian_const, false, 0, 0.9999);
+  ReadMemoryServers(r, false, &c.memory_servers);
   r.check_unknown();
   // A formatted key must tell every key id apart.
   long double room = 1;
   for (int i = 0; i < c.key_length && room <= 1e20L; ++i) room *= 10;
   if (room < static_cast<long double>(c.max_key)) {
-    r.fail("key_length", "enough decimal digits for max_key (" + std::to_string(c.max_key) + " keys)",
-           r.get("key_length", true, ""));
+    r.fail_value("key_length", "enough decimal digits for max_key (" + std::to_string(c.max_key) + " keys)",
+                 std::to_string(c.key_length));
   }
   return c;
 }

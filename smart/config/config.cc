@@ -181,8 +181,8 @@ SmartConfig SmartConfig::Parse(const std::string& text, const std::string& sourc
   r.get_choice("transport", &transport, false, {"auto", "verbs", "shm"});
   c.transport = static_cast<TransportChoice>(transport);
 
-  r.get_string("infiniband.name", &c.infiniband.name, true);
-  r.get_int("infiniband.port", &c.infiniband.port, true, 1, 255);
+  r.get_string("infiniband.name", &c.infiniband.name, false);
+  r.get_int("infiniband.port", &c.infiniband.port, false, 1, 255);
   r.get_int("infiniband.gid_idx", &c.infiniband.gid_idx, false, -1, 255);
   r.get_bool("infiniband.memory_windows", &c.infiniband.memory_windows, false);
 
@@ -194,57 +194,51 @@ SmartConfig SmartConfig::Parse(const std::string& text, const std::string& sourc
   r.get_int("shm.nic_model.shared_doorbells", &c.shm.nic_model.shared_doorbells, false, 1, 512);
   r.get_double("shm.nic_model.doorbell_handoff_ns", &c.shm.nic_model.doorbell_handoff_ns, false, 0, 1e9);
 
-  r.get_int("qp_param.max_cqe_size", &c.qp_param.max_cqe_size, true, 1, 1 << 22);
-  r.get_int("qp_param.max_wqe_size", &c.qp_param.max_wqe_size, true, 1, 1 << 16);
-  r.get_int("qp_param.max_sge_size", &c.qp_param.max_sge_size, true, 1, 32);
-  r.get_int("qp_param.max_inline_data", &c.qp_param.max_inline_data, true, 0, 1024);
+  r.get_int("qp_param.max_cqe_size", &c.qp_param.max_cqe_size, false, 1, 1 << 22);
+  r.get_int("qp_param.max_wqe_size", &c.qp_param.max_wqe_size, false, 1, 1 << 16);
+  r.get_int("qp_param.max_sge_size", &c.qp_param.max_sge_size, false, 1, 32);
+  r.get_int("qp_param.max_inline_data", &c.qp_param.max_inline_data, false, 0, 1024);
   r.get_int("qp_param.timeout", &c.qp_param.timeout, false, 1, 31);
   r.get_int("qp_param.retry_cnt", &c.qp_param.retry_cnt, false, 0, 7);
   r.get_int("qp_param.rnr_retry", &c.qp_param.rnr_retry, false, 0, 7);
-  int mtu_index = -1;
-  const std::vector<std::string> mtus = {"256", "512", "1024", "2048", "4096"};
-  if (const nlohmann::json* v = r.get("qp_param.path_mtu", false, "one of 256, 512, 1024, 2048, 4096")) {
-    for (size_t i = 0; i < mtus.size(); ++i) {
-      if (v->is_number_integer() && std::to_string(v->get<long>()) == mtus[i]) mtu_index = static_cast<int>(i);
-    }
-    if (mtu_index < 0) r.fail("qp_param.path_mtu", "one of 256, 512, 1024, 2048, 4096", v);
-    c.qp_param.path_mtu = std::stoi(mtus[mtu_index]);
+  r.get_int("qp_param.path_mtu", &c.qp_param.path_mtu, false, 256, 4096);
+  const int mtu = c.qp_param.path_mtu;
+  if (mtu != 256 && mtu != 512 && mtu != 1024 && mtu != 2048 && mtu != 4096) {
+    r.fail_value("qp_param.path_mtu", "one of 256, 512, 1024, 2048, 4096", std::to_string(mtu));
   }
 
-  r.get_int("max_nodes", &c.max_nodes, true, 1, kMaxNodes);
-  r.get_uint64("initiator_cache_size", &c.initiator_cache_size, true, 1, 1 << 20);
+  r.get_int("max_nodes", &c.max_nodes, false, 1, kMaxNodes);
+  r.get_uint64("initiator_cache_size", &c.initiator_cache_size, false, 1, 1 << 20);
   r.get_int("connect_timeout_ms", &c.connect_timeout_ms, false, 1, 3600 * 1000);
   ReadAuth(r, source, &c.auth);
 
-  r.get_bool("use_thread_aware_alloc", &c.use_thread_aware_alloc, true);
-  r.get_int("thread_aware_alloc.total_uuar", &c.thread_aware_alloc.total_uuar, true, 2, 512);
-  r.get_int("thread_aware_alloc.shared_uuar", &c.thread_aware_alloc.shared_uuar, true, 1, 511);
-  r.get_bool("thread_aware_alloc.shared_cq", &c.thread_aware_alloc.shared_cq, true);
+  r.get_bool("use_thread_aware_alloc", &c.use_thread_aware_alloc, false);
+  r.get_int("thread_aware_alloc.total_uuar", &c.thread_aware_alloc.total_uuar, false, 2, 512);
+  r.get_int("thread_aware_alloc.shared_uuar", &c.thread_aware_alloc.shared_uuar, false, 1, 511);
+  r.get_bool("thread_aware_alloc.shared_cq", &c.thread_aware_alloc.shared_cq, false);
   int doorbell = static_cast<int>(c.thread_aware_alloc.doorbell);
   r.get_choice("thread_aware_alloc.doorbell", &doorbell, false, {"thread_domain", "uuar", "shared"});
   c.thread_aware_alloc.doorbell = static_cast<DoorbellMode>(doorbell);
   if (c.thread_aware_alloc.shared_uuar >= c.thread_aware_alloc.total_uuar) {
-    r.fail("thread_aware_alloc.shared_uuar",
-           "a value below thread_aware_alloc.total_uuar (" + std::to_string(c.thread_aware_alloc.total_uuar) + ")",
-           r.get("thread_aware_alloc.shared_uuar", true, ""));
+    r.fail_value("thread_aware_alloc.shared_uuar",
+           "a value below thread_aware_alloc.total_uuar (" + std::to_string(c.thread_aware_alloc.total_uuar) + ")", std::to_string(c.thread_aware_alloc.shared_uuar));
   }
 
-  r.get_bool("use_work_req_throt", &c.use_work_req_throt, true);
+  r.get_bool("use_work_req_throt", &c.use_work_req_throt, false);
   WorkReqThrotConfig& w = c.work_req_throt;
-  r.get_int("work_req_throt.initial_credit", &w.initial_credit, true, 1, 4096);
-  r.get_int("work_req_throt.max_credit", &w.max_credit, true, 1, 4096);
-  r.get_int("work_req_throt.credit_step", &w.credit_step, true, 1, 4096);
-  r.get_int("work_req_throt.execution_epochs", &w.execution_epochs, true, 1, 1000000);
-  r.get_uint64("work_req_throt.sample_cycles", &w.sample_cycles, true, 10000, uint64_t{1} << 40);
-  r.get_double("work_req_throt.inf_credit_weight", &w.inf_credit_weight, true, 0.01, 100);
-  r.get_bool("work_req_throt.auto_tuning", &w.auto_tuning, true);
+  r.get_int("work_req_throt.initial_credit", &w.initial_credit, false, 1, 4096);
+  r.get_int("work_req_throt.max_credit", &w.max_credit, false, 1, 4096);
+  r.get_int("work_req_throt.credit_step", &w.credit_step, false, 1, 4096);
+  r.get_int("work_req_throt.execution_epochs", &w.execution_epochs, false, 1, 1000000);
+  r.get_uint64("work_req_throt.sample_cycles", &w.sample_cycles, false, 10000, uint64_t{1} << 40);
+  r.get_double("work_req_throt.inf_credit_weight", &w.inf_credit_weight, false, 0.01, 100);
+  r.get_bool("work_req_throt.auto_tuning", &w.auto_tuning, false);
   if (w.max_credit < w.initial_credit) {
-    r.fail("work_req_throt.max_credit",
-           "a value of at least work_req_throt.initial_credit (" + std::to_string(w.initial_credit) + ")",
-           r.get("work_req_throt.max_credit", true, ""));
+    r.fail_value("work_req_throt.max_credit",
+           "a value of at least work_req_throt.initial_credit (" + std::to_string(w.initial_credit) + ")", std::to_string(w.max_credit));
   }
 
-  r.get_bool("use_conflict_avoidance", &c.use_conflict_avoidance, true);
+  r.get_bool("use_conflict_avoidance", &c.use_conflict_avoidance, false);
   ConflictAvoidanceConfig& a = c.conflict_avoidance;
   r.get_double("conflict_avoidance.low_water_mark", &a.low_water_mark, false, 0, 1);
   r.get_double("conflict_avoidance.high_water_mark", &a.high_water_mark, false, 0, 1);
@@ -256,16 +250,15 @@ SmartConfig SmartConfig::Parse(const std::string& text, const std::string& sourc
   r.get_bool("conflict_avoidance.adaptive_backoff_limit", &a.adaptive_backoff_limit, false);
   a.fixed_backoff_limit_ns = a.max_backoff_ns;
   if (a.low_water_mark >= a.high_water_mark) {
-    r.fail("conflict_avoidance.low_water_mark",
-           "a value below conflict_avoidance.high_water_mark (" + std::to_string(a.high_water_mark) + ")",
-           r.get("conflict_avoidance.low_water_mark", true, ""));
+    r.fail_value("conflict_avoidance.low_water_mark",
+           "a value below conflict_avoidance.high_water_mark (" + std::to_string(a.high_water_mark) + ")", std::to_string(a.low_water_mark));
   }
   if (a.max_backoff_ns < a.initial_backoff_ns) {
-    r.fail("conflict_avoidance.max_backoff_ns", "a value of at least conflict_avoidance.initial_backoff_ns",
-           r.get("conflict_avoidance.max_backoff_ns", true, ""));
+    r.fail_value("conflict_avoidance.max_backoff_ns", "a value of at least conflict_avoidance.initial_backoff_ns",
+                 std::to_string(a.max_backoff_ns));
   }
 
-  r.get_bool("use_speculative_lookup", &c.use_speculative_lookup, true);
+  r.get_bool("use_speculative_lookup", &c.use_speculative_lookup, false);
   r.get_bool("experimental.qp_sharing", &c.experimental.qp_sharing, false);
   int coalesce = static_cast<int>(c.coalesce_posts);
   r.get_choice("coalesce_posts", &coalesce, false, {"auto", "on", "off"});
@@ -370,15 +363,17 @@ BackendConfig BackendConfig::Parse(const std::string& text, const std::string& s
     }
     c.backing = "devdax:" + c.dev_dax_path;
   }
-  r.get_uint64("capacity", &c.capacity, true, 1, uint64_t{1} << 30);
-  r.get_int("tcp_port", &c.tcp_port, true, 0, 65535);
+  r.get_uint64("capacity", &c.capacity, false, 1, uint64_t{1} << 30);
+  r.get_int("tcp_port", &c.tcp_port, false, 0, 65535);
   r.get_int("nic_numa_node", &c.nic_numa_node, false, -1, 4096);
   r.get_int("max_clients", &c.max_clients, false, 1, kMaxSessions - 1);
   r.get_bool("accept_forwarded", &c.accept_forwarded, false);
   ReadMaxStartups(r, &c);
   r.get_int("max_startups_per_source", &c.max_startups_per_source, false, 1, kMaxSessions - 1);
   r.get_string("bind", &c.bind, false);
-  if (c.bind.empty()) r.fail("bind", "an address to listen on (127.0.0.1, ::1, 0.0.0.0, ::, a host name)", r.get("bind", true, ""));
+  if (c.bind.empty()) {
+    r.fail_value("bind", "an address to listen on (127.0.0.1, ::1, 0.0.0.0, ::, a host name)", "\"" + c.bind + "\"");
+  }
   ReadAuth(r, source, &c.auth);
   r.check_unknown();
   return c;

@@ -66,6 +66,13 @@ void ConfigReader::fail(const std::string& key, const std::string& expectation, 
   throw Error(message);
 }
 
+void ConfigReader::fail_value(const std::string& key, const std::string& expectation,
+                              const std::string& value_text) const {
+  if (const nlohmann::json* found = lookup(key)) fail(key, expectation, found);
+  throw Error(source_ + ": key \"" + key + "\": expected " + expectation + "; the key is not in the file, and its default (" +
+              value_text + ") is not");
+}
+
 const nlohmann::json* ConfigReader::lookup(const std::string& key) const {
   const nlohmann::json* node = &root_;
   for (const std::string& part : Split(key)) {

@@ -62,6 +62,11 @@ class ConfigReader {
   void check_unknown() const;
 
   [[noreturn]] void fail(const std::string& key, const std::string& expectation, const nlohmann::json* found) const;
+  // fail() for a key whose value, read or left at its default
+  // (`value_text`), conflicts with another key's: names what the file holds,
+  // or says that the default is what conflicts.
+  [[noreturn]] void fail_value(const std::string& key, const std::string& expectation,
+                               const std::string& value_text) const;
 
  private:
   const nlohmann::json* lookup(const std::string& key) const;

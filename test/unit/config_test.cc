@@ -74,11 +74,26 @@ TEST(SmartConfig, CommentKeysAreIgnored) {
   EXPECT_NO_THROW(SmartConfig::Parse(testing::ConfigText("\"_comment\": \"hello\","), "my.json"));
 }
 
-TEST(SmartConfig, MissingRequiredKeyIsNamed) {
+TEST(SmartConfig, MissingKeysTakeTheirDefaults) {
   std::string text = testing::ConfigText();
   const std::string key = "\"max_nodes\": 8,";
   text.erase(text.find(key), key.size());
-  ExpectConfigError([&] { SmartConfig::Parse(text, "my.json"); }, {"my.json", "max_nodes", "missing"});
+  EXPECT_EQ(SmartConfig::Parse(text, "my.json").max_nodes, SmartConfig().max_nodes);
+  // A file with one key: every other key has its default.
+  const SmartConfig shm = SmartConfig::Parse(R"({"transport": "shm"})", "my.json");
+  const SmartConfig defaults;
+  EXPECT_EQ(shm.transport, TransportChoice::kShm);
+  EXPECT_EQ(shm.qp_param.max_wqe_size, defaults.qp_param.max_wqe_size);
+  EXPECT_EQ(shm.work_req_throt.max_credit, defaults.work_req_throt.max_credit);
+  EXPECT_EQ(shm.thread_aware_alloc.total_uuar, defaults.thread_aware_alloc.total_uuar);
+  EXPECT_EQ(shm.use_speculative_lookup, defaults.use_speculative_lookup);
+  EXPECT_EQ(shm.initiator_cache_size, defaults.initiator_cache_size);
+}
+
+TEST(SmartConfig, AKeyThatConflictsWithAnotherKeysDefaultSaysSo) {
+  // shared_uuar's default (96) is not below a total_uuar of 50.
+  ExpectConfigError([] { SmartConfig::Parse(R"({"thread_aware_alloc": {"total_uuar": 50}})", "my.json"); },
+                    {"my.json", "thread_aware_alloc.shared_uuar", "not in the file", "default (96)"});
 }
 
 TEST(SmartConfig, WrongTypeSaysWhatWasExpected) {
@@ -177,7 +192,7 @@ TEST(BackendConfig, ParsesAndValidates) {
                     {"backend.json", "tcp_port"});
   ExpectConfigError([] { BackendConfig::Parse(R"({"capacity": -1, "tcp_port": 1})", "backend.json"); },
                     {"capacity"});
-  ExpectConfigError([] { BackendConfig::Parse(R"({"tcp_port": 1})", "backend.json"); }, {"capacity", "missing"});
+  EXPECT_EQ(BackendConfig::Parse(R"({"tcp_port": 1})", "backend.json").capacity, BackendConfig().capacity);
 }
 
 TEST(BackendConfig, BindAndAuth) {

@@ -37,8 +37,6 @@ struct TestRdmaConfig {
 /// datastructure.json: the hash table and B+tree benches (upstream keys).
 struct DataStructureConfig {
   std::string source;  ///< file the values came from
-  int nr_threads = 1;        ///< overridden by the bench's NR_THREAD
-  int tasks_per_thread = 1;  ///< overridden by NR_CORO
   std::string dataset = "ycsb-a";  ///< YCSB workload (ycsb-a .. ycsb-f, update-only, read-only)
   std::string dump_file_path = "datastructure.csv";  ///< CSV file results are appended to
   bool insert_before_execution = true;  ///< load max_key keys before the run

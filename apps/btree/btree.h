@@ -126,7 +126,7 @@ class BTree {
  private:
   friend class Ops;
   // The calling thread's context, through the PerThread fast path (one
-  // thread-local compare); defined with the callers, where it inlines.
+  // thread-local compare, no ThreadId()).
   ThreadContext& context();
   // Builds the calling thread's context (PerThread's factory).
   std::unique_ptr<ThreadContext> make_context();

@@ -164,7 +164,7 @@ class HashTable {
 
  private:
   // The calling thread's context, through the PerThread fast path (one
-  // thread-local compare); defined with the callers, where it inlines.
+  // thread-local compare, no ThreadId()).
   ThreadContext& context();
   // insert, load and update: the write of `key` as `kind` says.
   Status write(std::string_view key, std::string_view value, WriteKind kind);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <random>
 
 #include "tree_internal.h"
@@ -31,8 +32,6 @@ Status Ops::alloc_task_buffers(TaskBuffers& tb, TaskBuffers** out) {
 
 namespace {
 
-std::atomic<uint64_t> g_next_tree_id{1};
-
 // The local lock state of every client (initiator) and tree in the process,
 // found by the initiator and the tree's lock table on memory node 0: BTree
 // objects of one client on one tree share it (tree_internal.h, LocalLocks).
@@ -53,16 +52,11 @@ std::shared_ptr<BTree::LocalLocks> OpenLocalLocks(Initiator& initiator, GlobalAd
   return locks;
 }
 
-struct LastContext {
-  uint64_t tree_id = 0;
-  BTree::ThreadContext* context = nullptr;
-};
-thread_local LastContext tls_last_context;
-
 }  // namespace
 
 BTree::BTree(Initiator& initiator, const SmartConfig& config, int nodes, const TreeOptions& options)
-    : initiator_(initiator), config_(config), options_(options), id_(g_next_tree_id.fetch_add(1)), nodes_(nodes) {
+    : initiator_(initiator), config_(config), options_(options), nodes_(nodes),
+      contexts_([this] { return make_context(); }) {
   if (nodes < 1 || nodes > kMaxNodes) throw Error("B+tree: the number of memory nodes must be within 1..256");
   if (options_.speculative_cache_entries & (options_.speculative_cache_entries - 1)) {
     throw Error("B+tree: speculative_cache_entries must be a power of two");
@@ -78,22 +72,12 @@ BTree::BTree(Initiator& initiator, const SmartConfig& config, int nodes, const T
 
 BTree::~BTree() = default;
 
-BTree::ThreadContext& BTree::context() {
-  LastContext& last = tls_last_context;
-  if (__builtin_expect(last.tree_id == id_, 1)) return *last.context;
-  ThreadContext& tc = context_slow();
-  last.tree_id = id_;
-  last.context = &tc;
-  return tc;
-}
+BTree::ThreadContext& BTree::context() { return contexts_.get(); }
 
-BTree::ThreadContext& BTree::context_slow() {
+// Called on the thread that will use the context, on its first operation.
+std::unique_ptr<BTree::ThreadContext> BTree::make_context() {
   const int id = ThreadId();
-  ThreadContext* tc = contexts_[id].get();
-  if (tc != nullptr) return *tc;
-  std::lock_guard<std::mutex> lock(contexts_mutex_);
-  contexts_[id] = std::make_unique<ThreadContext>(config_, options_.index_cache_pages);
-  tc = contexts_[id].get();
+  auto tc = std::make_unique<ThreadContext>(config_, options_.index_cache_pages);
   tc->next_lock_lease = static_cast<uint32_t>(std::random_device()());
   BlockPoolOptions pool;
   pool.unit = kBlockUnit;
@@ -110,7 +94,7 @@ BTree::ThreadContext& BTree::context_slow() {
   tc->waker.mailbox = &local_locks_->mailboxes[id];
   // Threads start placing new pages on different blades.
   tc->next_node = static_cast<uint32_t>(id);
-  return *tc;
+  return tc;
 }
 
 Status BTree::search(uint64_t key, std::string* value) {
@@ -224,9 +208,8 @@ Status BTree::check_leaves(uint64_t* keys) {
 
 TreeStats BTree::stats() const {
   TreeStats t;
-  for (const auto& tc : contexts_) {
-    if (!tc) continue;
-    const TreeStats& s = tc->stats;
+  contexts_.for_each([&](const ThreadContext& tc) {
+    const TreeStats& s = tc.stats;
     t.operations += s.operations;
     t.round_trips += s.round_trips;
     t.torn_reads += s.torn_reads;
@@ -245,19 +228,17 @@ TreeStats BTree::stats() const {
     t.cache_invalidations += s.cache_invalidations;
     t.speculative_hits += s.speculative_hits;
     t.speculative_misses += s.speculative_misses;
-    const BlockPoolStats& b = tc->blocks->stats();
+    const BlockPoolStats& b = tc.blocks->stats();
     t.blocks_retired += b.blocks_retired;
     t.blocks_reused += b.blocks_reused;
     t.blocks_released += b.blocks_released;
-  }
+  });
   return t;
 }
 
 uint64_t BTree::total_retries() const {
   uint64_t total = 0;
-  for (const auto& tc : contexts_) {
-    if (tc) total += tc->backoff.total_retries();
-  }
+  contexts_.for_each([&](const ThreadContext& tc) { total += tc.backoff.total_retries(); });
   return total;
 }
 

@@ -27,7 +27,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -35,6 +34,7 @@
 
 #include "smart/config.h"
 #include "smart/initiator.h"
+#include "smart/per_thread.h"
 #include "smart/remote_lock.h"
 #include "smart/status.h"
 
@@ -125,19 +125,20 @@ class BTree {
 
  private:
   friend class Ops;
+  // The calling thread's context, through the PerThread fast path (one
+  // thread-local compare, no ThreadId()).
   ThreadContext& context();
-  ThreadContext& context_slow();
+  // Builds the calling thread's context (PerThread's factory).
+  std::unique_ptr<ThreadContext> make_context();
 
   Initiator& initiator_;
   SmartConfig config_;
   TreeOptions options_;
-  const uint64_t id_;
   const int nodes_;
   std::vector<GlobalAddress> lock_tables_;  // per node
   GlobalAddress root_word_;                 // the root pointer, on node 0
   std::shared_ptr<LocalLocks> local_locks_; // HOCL and held words, per client and tree
-  std::mutex contexts_mutex_;
-  std::unique_ptr<ThreadContext> contexts_[kMaxThreads];
+  PerThread<ThreadContext> contexts_;
 };
 
 }  // namespace smart::btree

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 
 #include "db_internal.h"
 #include "smart/bench/bench.h"
@@ -18,7 +17,6 @@ namespace smart::dtx {
 namespace {
 
 constexpr size_t kBufferBytes = 64 * 1024;
-std::mutex g_thread_state_mutex;
 
 [[noreturn]] void Fail(const std::string& db, const std::string& what, int blade, const Status& s) {
   throw Error("dtx/" + db + ": " + what + " on memory node " + std::to_string(blade) + ": " + s.ToString());
@@ -88,7 +86,6 @@ Database::Database(Initiator& initiator, int blades, DatabaseOptions options)
   }
   log_directory_.assign(static_cast<size_t>(blades), 0);
   log_area_.assign(static_cast<size_t>(blades), 0);
-  threads_.resize(kMaxThreads);
   std::vector<CatalogBlock> blocks;
   for (int b = 0; b < blades; ++b) open_blade(static_cast<node_t>(b), &blocks);
   images_.clear();
@@ -116,22 +113,11 @@ GlobalAddress Database::log_slot(node_t blade, int thread, int task) const {
   return GlobalAddress(blade, log_area_[blade] + LogSlotOffset(options_.tasks + 1, thread, task));
 }
 
-Database::ThreadState& Database::thread_state() {
-  const int id = ThreadId();
-  std::unique_ptr<ThreadState>& slot = threads_[static_cast<size_t>(id)];
-  if (!slot) {
-    std::lock_guard<std::mutex> lock(g_thread_state_mutex);
-    if (!slot) slot = std::make_unique<ThreadState>();
-  }
-  return *slot;
-}
+Database::ThreadState& Database::thread_state() { return thread_states_.get(); }
 
 DtxStats Database::stats() const {
   DtxStats sum;
-  std::lock_guard<std::mutex> lock(g_thread_state_mutex);
-  for (const auto& t : threads_) {
-    if (t) sum.add(t->stats);
-  }
+  thread_states_.for_each([&](const ThreadState& t) { sum.add(t.stats); });
   return sum;
 }
 

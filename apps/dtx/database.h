@@ -13,6 +13,7 @@
 #include "catalog.h"
 #include "smart/initiator.h"
 #include "smart/named_root.h"
+#include "smart/per_thread.h"
 #include "smart/remote_lock.h"
 
 namespace smart::dtx {
@@ -96,7 +97,7 @@ class Database {
   std::vector<int> table_index_;  // by table id: index into tables_, -1 none
   std::vector<uint64_t> log_directory_;  // per blade
   std::vector<uint64_t> log_area_;       // per blade: this client's area
-  std::vector<std::unique_ptr<ThreadState>> threads_;
+  PerThread<ThreadState> thread_states_;
   std::unique_ptr<AddressCache> cache_;  // shared by the threads
   // Built images of the tables (filled once, when this client builds).
   std::unordered_map<uint16_t, std::vector<char>> images_;

@@ -31,24 +31,8 @@ Status Ops::alloc_task_buffers(TaskBuffers& tb, TaskBuffers** out) {
   return Status::OK();
 }
 
-namespace {
-
-// Tables get ids that are never reused, so a thread's remembered context can
-// never belong to a destroyed table that a new one replaced at its address.
-std::atomic<uint64_t> g_next_table_id{1};
-
-// The context the calling thread used last, and its table's id: one table
-// per thread in the common case, found without ThreadId().
-struct LastContext {
-  uint64_t table_id = 0;
-  HashTable::ThreadContext* context = nullptr;
-};
-thread_local LastContext tls_last_context;
-
-}  // namespace
-
 HashTable::HashTable(Initiator& initiator, const SmartConfig& config, int shards, const TableOptions& options)
-    : initiator_(initiator), config_(config), options_(options), id_(g_next_table_id.fetch_add(1)) {
+    : initiator_(initiator), config_(config), options_(options), contexts_([this] { return make_context(); }) {
   if (shards < 1 || shards > kMaxNodes) throw Error("hash table: shard count must be within 1..256");
   if (options_.speculative_cache_entries & (options_.speculative_cache_entries - 1)) {
     throw Error("hash table: speculative_cache_entries must be a power of two");
@@ -63,22 +47,11 @@ HashTable::HashTable(Initiator& initiator, const SmartConfig& config, int shards
 
 HashTable::~HashTable() = default;
 
-HashTable::ThreadContext& HashTable::context() {
-  LastContext& last = tls_last_context;
-  if (__builtin_expect(last.table_id == id_, 1)) return *last.context;
-  ThreadContext& tc = context_slow();
-  last.table_id = id_;
-  last.context = &tc;
-  return tc;
-}
+HashTable::ThreadContext& HashTable::context() { return contexts_.get(); }
 
-HashTable::ThreadContext& HashTable::context_slow() {
-  const int id = ThreadId();
-  ThreadContext* tc = contexts_[id].get();
-  if (tc != nullptr) return *tc;
-  std::lock_guard<std::mutex> lock(contexts_mutex_);
-  contexts_[id] = std::make_unique<ThreadContext>(config_, shards_.size());
-  tc = contexts_[id].get();
+// Called on the thread that will use the context, on its first operation.
+std::unique_ptr<HashTable::ThreadContext> HashTable::make_context() {
+  auto tc = std::make_unique<ThreadContext>(config_, shards_.size());
   BlockPoolOptions pool;
   pool.unit = kBlockUnit;
   pool.max_units = kMaxBlockUnits;
@@ -99,7 +72,7 @@ HashTable::ThreadContext& HashTable::context_slow() {
     tc->cache.resize(options_.speculative_cache_entries);
     tc->cache_mask = options_.speculative_cache_entries - 1;
   }
-  return *tc;
+  return tc;
 }
 
 Status HashTable::search(std::string_view key, std::string* value) {
@@ -215,9 +188,8 @@ Status HashTable::capacity(int shard, uint64_t* slots, int* global_depth) {
 
 TableStats HashTable::stats() const {
   TableStats total;
-  for (const auto& tc : contexts_) {
-    if (!tc) continue;
-    const TableStats& s = tc->stats;
+  contexts_.for_each([&](const ThreadContext& tc) {
+    const TableStats& s = tc.stats;
     total.torn_reads += s.torn_reads;
     total.stale_directory += s.stale_directory;
     total.torn_buckets += s.torn_buckets;
@@ -233,19 +205,17 @@ TableStats HashTable::stats() const {
     total.speculative_misses += s.speculative_misses;
     total.speculative_looks_below += s.speculative_looks_below;
     total.slow_slot_reads += s.slow_slot_reads;
-    const BlockPoolStats& b = tc->blocks->stats();
+    const BlockPoolStats& b = tc.blocks->stats();
     total.blocks_retired += b.blocks_retired;
     total.blocks_reused += b.blocks_reused;
     total.remote_bytes_allocated += b.bytes_allocated;
-  }
+  });
   return total;
 }
 
 uint64_t HashTable::total_retries() const {
   uint64_t total = 0;
-  for (const auto& tc : contexts_) {
-    if (tc) total += tc->backoff.total_retries();
-  }
+  contexts_.for_each([&](const ThreadContext& tc) { total += tc.backoff.total_retries(); });
   return total;
 }
 

@@ -31,13 +31,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "smart/config.h"
 #include "smart/initiator.h"
+#include "smart/per_thread.h"
 #include "smart/remote_lock.h"
 #include "smart/status.h"
 
@@ -163,18 +163,19 @@ class HashTable {
   struct ThreadContext;
 
  private:
+  // The calling thread's context, through the PerThread fast path (one
+  // thread-local compare, no ThreadId()).
   ThreadContext& context();
   // insert, load and update: the write of `key` as `kind` says.
   Status write(std::string_view key, std::string_view value, WriteKind kind);
-  ThreadContext& context_slow();
+  // Builds the calling thread's context (PerThread's factory).
+  std::unique_ptr<ThreadContext> make_context();
 
   Initiator& initiator_;
   SmartConfig config_;
   TableOptions options_;
-  const uint64_t id_;  // unique per table in the process
   std::vector<std::unique_ptr<Shard>> shards_;
-  std::mutex contexts_mutex_;
-  std::unique_ptr<ThreadContext> contexts_[kMaxThreads];
+  PerThread<ThreadContext> contexts_;
 };
 
 }  // namespace smart::hashtable

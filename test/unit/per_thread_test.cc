@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <new>
 #include <set>
 #include <thread>
 #include <vector>
@@ -54,6 +55,91 @@ TEST(PerThread, TheFactoryBuildsOncePerThread) {
   values.get() = 9;
   EXPECT_EQ(values.get(), 9);
   EXPECT_EQ(built, 1);
+}
+
+TEST(PerThread, TwoInstancesUsedInTurnOnOneThreadEachGiveTheirOwnValue) {
+  // The thread-local fast path remembers one instance; switching back and
+  // forth must never hand one instance's value to the other.
+  PerThread<int> a([] { return std::make_unique<int>(1); });
+  PerThread<int> b([] { return std::make_unique<int>(2); });
+  int* const in_a = &a.get();
+  int* const in_b = &b.get();
+  EXPECT_NE(in_a, in_b);
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(&a.get(), in_a) << "round " << i;
+    ASSERT_EQ(&a.get(), in_a) << "round " << i;  // the fast path, same instance again
+    ASSERT_EQ(&b.get(), in_b) << "round " << i;
+    ++a.get();
+    b.get() += 10;
+  }
+  EXPECT_EQ(*in_a, 101);
+  EXPECT_EQ(*in_b, 1002);
+}
+
+TEST(PerThread, AnInstanceBuiltWhereADestroyedOneWasStartsFresh) {
+  // Both instances live in the same storage, so they have one address: the
+  // second must build its own value rather than reach the first's (freed).
+  alignas(PerThread<int>) unsigned char storage[sizeof(PerThread<int>)];
+  int built = 0;
+  auto make = [&] { return std::make_unique<int>(++built * 100); };
+  auto* first = new (storage) PerThread<int>(make);
+  EXPECT_EQ(first->get(), 100);
+  first->get() = 7;
+  EXPECT_EQ(first->get(), 7);
+  first->~PerThread();
+  auto* second = new (storage) PerThread<int>(make);
+  ASSERT_EQ(static_cast<void*>(second), static_cast<void*>(first));
+  ASSERT_EQ(built, 1);
+  const int fresh = second->get();
+  EXPECT_EQ(built, 2) << "the new instance reused the destroyed one's value";
+  EXPECT_EQ(fresh, 200);
+  second->~PerThread();
+  // And one on the heap, after both.
+  PerThread<int> third(make);
+  EXPECT_EQ(third.get(), 300);
+  EXPECT_EQ(built, 3);
+}
+
+TEST(PerThread, ThreadsUsingTwoInstancesInTurnGetDistinctValuesAndForEachSeesAll) {
+  PerThread<Counter> a;
+  PerThread<Counter> b;
+  constexpr int kThreads = 4;
+  std::vector<Counter*> seen_a(kThreads), seen_b(kThreads);
+  std::atomic<int> arrived{0};
+  std::atomic<bool> wrong{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      seen_a[t] = &a.get();
+      seen_b[t] = &b.get();
+      for (int i = 0; i < 1000; ++i) {
+        if (&a.get() != seen_a[t] || &b.get() != seen_b[t]) wrong = true;
+        ++a.get().n;
+        b.get().n += 2;
+      }
+      arrived.fetch_add(1);
+      while (arrived.load() < kThreads) std::this_thread::yield();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_FALSE(wrong.load());
+  std::set<Counter*> distinct(seen_a.begin(), seen_a.end());
+  distinct.insert(seen_b.begin(), seen_b.end());
+  EXPECT_EQ(distinct.size(), 2u * kThreads);
+  std::set<const Counter*> visited;
+  uint64_t sum_a = 0, sum_b = 0;
+  const PerThread<Counter>& const_a = a;
+  const_a.for_each([&](const Counter& c) {
+    visited.insert(&c);
+    sum_a += c.n;
+  });
+  b.for_each([&](Counter& c) {
+    visited.insert(&c);
+    sum_b += c.n;
+  });
+  EXPECT_EQ(visited, std::set<const Counter*>(distinct.begin(), distinct.end()));
+  EXPECT_EQ(sum_a, 1000u * kThreads);
+  EXPECT_EQ(sum_b, 2000u * kThreads);
 }
 
 class MaskedCasTest : public ::testing::Test {

@@ -209,25 +209,8 @@ Status BTree::check_leaves(uint64_t* keys) {
 TreeStats BTree::stats() const {
   TreeStats t;
   contexts_.for_each([&](const ThreadContext& tc) {
-    const TreeStats& s = tc.stats;
-    t.operations += s.operations;
-    t.round_trips += s.round_trips;
-    t.torn_reads += s.torn_reads;
-    t.lock_retries += s.lock_retries;
-    t.lock_takeovers += s.lock_takeovers;
-    t.holders_fenced += s.holders_fenced;
-    t.writes_unknown += s.writes_unknown;
-    t.blocks_leaked += s.blocks_leaked;
-    t.handovers += s.handovers;
-    t.leaf_splits += s.leaf_splits;
-    t.internal_splits += s.internal_splits;
-    t.root_changes += s.root_changes;
-    t.moved_right += s.moved_right;
-    t.links_checked += s.links_checked;
-    t.cache_hits += s.cache_hits;
-    t.cache_invalidations += s.cache_invalidations;
-    t.speculative_hits += s.speculative_hits;
-    t.speculative_misses += s.speculative_misses;
+    // The block pool keeps its own; the thread's copies of those stay 0.
+    AddCounters(&t, tc.stats);
     const BlockPoolStats& b = tc.blocks->stats();
     t.blocks_retired += b.blocks_retired;
     t.blocks_reused += b.blocks_reused;

@@ -189,22 +189,8 @@ Status HashTable::capacity(int shard, uint64_t* slots, int* global_depth) {
 TableStats HashTable::stats() const {
   TableStats total;
   contexts_.for_each([&](const ThreadContext& tc) {
-    const TableStats& s = tc.stats;
-    total.torn_reads += s.torn_reads;
-    total.stale_directory += s.stale_directory;
-    total.torn_buckets += s.torn_buckets;
-    total.cas_failures += s.cas_failures;
-    total.writes_superseded += s.writes_superseded;
-    total.loads_batched += s.loads_batched;
-    total.duplicates_removed += s.duplicates_removed;
-    total.splits += s.splits;
-    total.splits_recovered += s.splits_recovered;
-    total.splits_abandoned += s.splits_abandoned;
-    total.directory_moves += s.directory_moves;
-    total.speculative_hits += s.speculative_hits;
-    total.speculative_misses += s.speculative_misses;
-    total.speculative_looks_below += s.speculative_looks_below;
-    total.slow_slot_reads += s.slow_slot_reads;
+    // The block pool keeps its own; the thread's copies of those stay 0.
+    AddCounters(&total, tc.stats);
     const BlockPoolStats& b = tc.blocks->stats();
     total.blocks_retired += b.blocks_retired;
     total.blocks_reused += b.blocks_reused;

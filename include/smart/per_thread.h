@@ -27,8 +27,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
+#include <type_traits>
 #include <utility>
 
 #include "smart/common.h"
@@ -124,5 +126,22 @@ class PerThread {
   std::unique_ptr<Slot[]> slots_;
   const uint64_t id_;
 };
+
+/// Adds every counter of `more` into `*total`: for statistics kept per
+/// thread (in a PerThread) and summed when asked for. `Counters` is a
+/// struct whose every member is a uint64_t counter.
+template <typename Counters>
+void AddCounters(Counters* total, const Counters& more) {
+  static_assert(std::is_trivially_copyable_v<Counters> && std::is_standard_layout_v<Counters>,
+                "AddCounters: a plain struct of counters");
+  static_assert(sizeof(Counters) % sizeof(uint64_t) == 0 && alignof(Counters) == alignof(uint64_t),
+                "AddCounters: every member a uint64_t");
+  constexpr size_t kCount = sizeof(Counters) / sizeof(uint64_t);
+  uint64_t sum[kCount], add[kCount];
+  std::memcpy(sum, total, sizeof(sum));
+  std::memcpy(add, &more, sizeof(add));
+  for (size_t i = 0; i < kCount; ++i) sum[i] += add[i];
+  std::memcpy(total, sum, sizeof(sum));
+}
 
 }  // namespace smart

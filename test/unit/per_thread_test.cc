@@ -194,5 +194,21 @@ TEST_F(MaskedCasTest, ConcurrentTasksSettingTheirOwnBitsLoseNone) {
   EXPECT_EQ(*word_, 0xffffull);
 }
 
+struct ThreeCounters {
+  uint64_t first = 0;
+  uint64_t second = 0;
+  uint64_t third = 0;
+};
+
+TEST(AddCounters, AddsEveryMemberAndLeavesTheSourceAlone) {
+  ThreeCounters total{1, 2, 3};
+  const ThreeCounters more{10, 0, uint64_t{1} << 40};
+  AddCounters(&total, more);
+  EXPECT_EQ(total.first, 11u);
+  EXPECT_EQ(total.second, 2u);
+  EXPECT_EQ(total.third, (uint64_t{1} << 40) + 3);
+  EXPECT_EQ(more.first, 10u);
+}
+
 }  // namespace
 }  // namespace smart

@@ -2,6 +2,7 @@
 // the same rows in the same order give the same bytes, so every replica of a
 // table comes out identical whichever client builds it.
 #include <cstring>
+#include <memory>
 
 #include "db_internal.h"
 #include "smart/bench/bench.h"
@@ -31,8 +32,11 @@ void BuildImages(Database& db) {
     building[t.spec.id] = Building{&t, &image};
   }
   if (!db.options_.populate) throw Error("dtx/" + name + ": no populate function to build the tables with");
-  const uint64_t start = NowNs();
+  std::unique_ptr<Progress> progress;
+  if (db.options_.progress) progress = std::make_unique<Progress>("dtx/" + name + ": placing rows", 0);
+  uint64_t placed = 0;
   db.options_.populate([&](uint16_t table, uint64_t key, const void* value) {
+    if (progress && (++placed & 0xffff) == 0) progress->update(placed);
     auto it = building.find(table);
     if (it == building.end()) throw Error("dtx/" + name + ": a row of table " + std::to_string(table) + ", which is not declared");
     Building& b = it->second;
@@ -73,7 +77,7 @@ void BuildImages(Database& db) {
     b.table->rows = b.rows;
     b.table->overflow_used = b.next_overflow;
   }
-  (void)start;
+  if (progress) progress->finish();
 }
 
 }  // namespace smart::dtx

@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -24,6 +25,14 @@ uint64_t NowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+std::string FormatSignificant(double value) {
+  char buf[64];
+  const double magnitude = value == 0 ? 0 : std::floor(std::log10(std::fabs(value)));
+  const int decimals = std::max(0, 2 - static_cast<int>(magnitude));
+  snprintf(buf, sizeof(buf), "%.*f", decimals, value);
+  return buf;
 }
 
 Histogram::Histogram() : buckets_(kBuckets, 0) {}
@@ -92,22 +101,47 @@ double RunControl::run_for(double seconds, const std::atomic<bool>* abort) {
 }
 
 Progress::Progress(std::string label, uint64_t total)
-    : label_(std::move(label)), total_(total), tty_(isatty(STDERR_FILENO) == 1), start_ns_(NowNs()) {}
+    : label_(std::move(label)), total_(total), tty_(isatty(STDERR_FILENO) == 1), start_ns_(NowNs()) {
+  // In a pipe or a log file the first line comes after a pause, so that a
+  // short phase stays silent there.
+  last_draw_ns_ = start_ns_;
+}
+
+std::string Progress::line(uint64_t done, uint64_t now) const {
+  const double elapsed = static_cast<double>(now - start_ns_) / 1e9;
+  const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0;
+  char text[256];
+  if (total_ == 0) {
+    snprintf(text, sizeof(text), "%s: %llu so far, %s/s, %.0f s", label_.c_str(), static_cast<unsigned long long>(done),
+             FormatSignificant(rate).c_str(), elapsed);
+    return text;
+  }
+  const double pct = 100.0 * static_cast<double>(done) / static_cast<double>(total_);
+  std::string eta = "?";
+  if (rate > 0 && done <= total_) eta = std::to_string(static_cast<uint64_t>(static_cast<double>(total_ - done) / rate + 0.5));
+  snprintf(text, sizeof(text), "%s: %llu / %llu (%.1f%%), %s/s, %.0f s, ETA %s s", label_.c_str(),
+           static_cast<unsigned long long>(done), static_cast<unsigned long long>(total_), pct,
+           FormatSignificant(rate).c_str(), elapsed, eta.c_str());
+  return text;
+}
 
 void Progress::update(uint64_t done) {
-  if (!tty_) return;
   const uint64_t now = NowNs();
-  if (now - last_draw_ns_ < 200000000ull && done < total_) return;
-  last_draw_ns_ = now;
-  const double elapsed = static_cast<double>(now - start_ns_) / 1e9;
-  const double pct = total_ ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0;
-  fprintf(stderr, "\r%s: %llu / %llu (%.1f%%, %.1f s)   ", label_.c_str(), static_cast<unsigned long long>(done),
-          static_cast<unsigned long long>(total_), pct, elapsed);
+  if (tty_) {
+    if (now - last_draw_ns_ < 200000000ull && (total_ == 0 || done < total_)) return;
+    last_draw_ns_ = now;
+    fprintf(stderr, "\r%s   ", line(done, now).c_str());
+  } else {
+    if (now - last_draw_ns_ < kPipeIntervalNs) return;
+    last_draw_ns_ = now;
+    fprintf(stderr, "%s\n", line(done, now).c_str());
+  }
+  drawn_ = true;
   fflush(stderr);
 }
 
 void Progress::finish() {
-  if (tty_) fprintf(stderr, "\n");
+  if (tty_ && drawn_) fprintf(stderr, "\n");
 }
 
 void AppendCsvLine(const std::string& path, const std::string& line, const std::string& header) {

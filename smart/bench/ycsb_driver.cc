@@ -42,14 +42,6 @@ struct Worker {
 
 }  // namespace
 
-std::string FormatSignificant(double value) {
-  char buf[64];
-  const double magnitude = value == 0 ? 0 : std::floor(std::log10(std::fabs(value)));
-  const int decimals = std::max(0, 2 - static_cast<int>(magnitude));
-  snprintf(buf, sizeof(buf), "%.*f", decimals, value);
-  return buf;
-}
-
 void CheckYcsbOptions(const YcsbOptions& o, const KvStore& store) {
   const ycsb::Workload w = ycsb::GetWorkload(o.dataset);  // throws for an unknown name
   if (w.scan > 0 && !store.supports_scan()) {

@@ -81,20 +81,29 @@ class RunControl {
 /// lowers the offered load to draw latency-throughput curves).
 void IdleTask(uint64_t ns, const RunControl& control);
 
-/// A progress line on stderr, redrawn in place on a terminal and silent in a
-/// pipe (a final summary line is printed either way by the caller).
+/// Progress of a long phase on stderr: on a terminal one line redrawn in
+/// place a few times a second; in a pipe or a log file a line every 5 s
+/// (none for a phase shorter than that). Each says what is done of the
+/// total, the rate, the time so far and the time left. The caller prints
+/// the phase's summary line either way.
 class Progress {
  public:
-  /// A line headed `label` for `total` units of work.
+  /// A line headed `label` for `total` units of work (0: not known; then
+  /// the line has no share done and no time left).
   Progress(std::string label, uint64_t total);
-  void update(uint64_t done);  ///< cheap; redraws at most a few times a second
+  void update(uint64_t done);  ///< cheap; draws only when a line is due
   /// Ends the line (on a terminal).
   void finish();
+  /// How often a line goes to a pipe or a log file.
+  static constexpr uint64_t kPipeIntervalNs = 5000000000ull;
 
  private:
+  std::string line(uint64_t done, uint64_t now) const;
+
   std::string label_;
   uint64_t total_;
   bool tty_;
+  bool drawn_ = false;
   uint64_t last_draw_ns_ = 0;
   uint64_t start_ns_;
 };
@@ -103,6 +112,9 @@ class Progress {
 /// A new or empty file first gets `header`, the column names (when not
 /// empty). Throws smart::Error when the file cannot be written.
 void AppendCsvLine(const std::string& path, const std::string& line, const std::string& header = "");
+
+/// "1.23", "12.3", "123", "0.0123": three significant digits at any scale.
+std::string FormatSignificant(double value);
 
 /// Nanoseconds of the monotonic clock.
 uint64_t NowNs();

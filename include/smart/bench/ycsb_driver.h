@@ -71,7 +71,5 @@ double YcsbLoad(KvStore& store, const YcsbOptions& options);
 /// (other than a miss or a wrong value) stops the run; the result says so.
 YcsbResult YcsbRun(KvStore& store, const YcsbOptions& options);
 
-/// "1.23", "12.3", "123", "0.0123": three significant digits at any scale.
-std::string FormatSignificant(double value);
 
 }  // namespace smart

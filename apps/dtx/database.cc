@@ -23,15 +23,18 @@ constexpr size_t kBufferBytes = 64 * 1024;
 }
 
 // Writes `bytes` bytes of `image` (or zeros when null) to `to` through the
-// registered `buffer`, renewing `claim` (when given) between pieces.
+// registered `buffer`, renewing `claim` (when given) between pieces and
+// counting the bytes on `progress` (when given) from `*written`.
 void WriteOut(Initiator& in, char* buffer, const char* image, uint64_t bytes, GlobalAddress to, RootClaim* claim,
-              const std::string& db, const std::string& what) {
+              const std::string& db, const std::string& what, Progress* progress = nullptr,
+              uint64_t* written = nullptr) {
   if (image == nullptr) memset(buffer, 0, kBufferBytes);
   for (uint64_t done = 0; done < bytes; done += kBufferBytes) {
     const uint64_t n = std::min<uint64_t>(kBufferBytes, bytes - done);
     if (image != nullptr) memcpy(buffer, image + done, n);
     Status s = in.write(buffer, to + done, n, Option::kSync);
     if (!s.ok()) Fail(db, "writing " + what, to.node, s);
+    if (progress != nullptr) progress->update((*written += n) >> 20);
     if (claim != nullptr) {
       s = claim->renew_if_due();
       if (!s.ok()) Fail(db, "keeping the build claim while writing " + what, to.node, s);
@@ -194,6 +197,15 @@ uint64_t Database::build_blade(node_t blade, RootClaim& claim) {
   CatalogBlock block;
   block.backup_degree = options_.backup_degree;
   block.blade_count = blades_;
+  uint64_t to_write = 0, written = 0;
+  for (const TableInfo& t : tables_) {
+    if (std::find(t.replicas.begin(), t.replicas.end(), blade) != t.replicas.end()) to_write += t.region_bytes();
+  }
+  std::unique_ptr<Progress> progress;
+  if (options_.progress) {
+    progress = std::make_unique<Progress>("dtx/" + name + ": writing the tables to memory node " +
+                                              std::to_string(blade) + " (MiB)", to_write >> 20);
+  }
   for (TableInfo& t : tables_) {
     CatalogBlock::Entry e;
     e.spec = t.spec;
@@ -206,11 +218,12 @@ uint64_t Database::build_blade(node_t blade, RootClaim& claim) {
                                   std::to_string(t.spec.id), blade, s);
       const std::vector<char>& image = images_.at(t.spec.id);
       WriteOut(initiator_, buffer, image.data(), image.size(), region, &claim, name,
-               "table " + std::to_string(t.spec.id));
+               "table " + std::to_string(t.spec.id), progress.get(), &written);
       e.region = region.offset;
     }
     block.tables.push_back(e);
   }
+  if (progress) progress->finish();
   GlobalAddress directory;
   Status s = initiator_.alloc_memory(blade, kLogDirectoryBytes, &directory);
   if (!s.ok()) Fail(name, "allocating the log directory", blade, s);

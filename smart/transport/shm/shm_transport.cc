@@ -52,9 +52,8 @@ void HintHugePages(size_t bytes) {
   const std::string setting(buf, static_cast<size_t>(n));
   if (setting.find("[never]") == std::string::npos && setting.find("[deny]") == std::string::npos) return;
   if (said.exchange(true)) return;
-  SMART_INFO("shm transport: shared-memory huge pages are off (%s), so the pool uses 4 KiB pages and random "
-             "access takes a TLB miss per page; for 2 MiB pages run: echo advise > %s",
-             kShmemHugePages, kShmemHugePages);
+  SMART_INFO("shm: pool on 4 KiB pages (a TLB miss per random access); 2 MiB pages: echo advise > %s",
+             kShmemHugePages);
 }
 
 

@@ -22,7 +22,8 @@ BenchMain::BenchMain(std::string name, const std::string& about)
   app_.add_option("NR_THREAD", threads_, "client threads")->required()->check(CLI::Range(1, kMaxThreads - 2));
   app_.add_option("NR_CORO", coros_, "coroutines per thread")->required()->check(CLI::Range(1, kMaxTasksPerThread - 1));
   app_.add_option("--config", config_path_,
-                  "transaction.json to use (default: APP_CONFIG_PATH or config/transaction.json)");
+                  "transaction.json to use (default: " + ConfigFileSearch("transaction.json", "APP_CONFIG_PATH") +
+                      ")");
   app_.add_option("--duration", duration_, "seconds to run (0: run --transactions attempts)")
       ->check(CLI::Range(0.0, 86400.0));
   app_.add_option("--transactions", transactions_, "attempts in all when the duration is 0 (nr_transactions)")
@@ -182,7 +183,7 @@ int BenchMain::run_workload(const Workload& w, const TransactionConfig& config, 
   Database db(initiator, blades.count(), options);
   if (verbose) {
     SMART_INFO("%s: %s; %s, %d memory blade(s), backup degree %d, opened in %.2f s", bench,
-               smart_config.Summary().c_str(), w.summary.c_str(), blades.count(),
+               smart_config.Summary(TransportKindName(initiator.transport())).c_str(), w.summary.c_str(), blades.count(),
                config.backup_degree, static_cast<double>(NowNs() - open_start) / 1e9);
   }
   const std::string prefix = "dtx-" + name_;

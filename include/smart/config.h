@@ -155,6 +155,9 @@ struct SmartConfig {
   void ApplySmartOpts(const std::string& opts);
   /// One line naming the transport and the techniques that are on.
   std::string Summary() const;
+  /// Summary() naming `in_use` ("verbs", "shm": what `auto` chose) as the
+  /// transport.
+  std::string Summary(const char* in_use) const;
 };
 
 /// backend.json: a memory blade's pool and listener.
@@ -218,6 +221,11 @@ ServerAddress ParseServerAddress(const std::string& text, int default_port = -1)
 /// build tree's bin/, or an installed prefix), and the install prefix's
 /// share/smart. Never the source tree. Throws, listing where it looked.
 std::string FindConfigFile(const std::string& name, const char* env_var);
+
+/// Where FindConfigFile looks for `name`, in a phrase for a program's
+/// --help: "$ENV, else NAME in config/, beside the program (config/,
+/// share/smart/) or in PREFIX/share/smart". `env_var` may be null.
+std::string ConfigFileSearch(const std::string& name, const char* env_var);
 
 /// For programs, not libraries: doorbell mode `uuar` sizes the patched
 /// libmlx5's doorbell pool through MLX5_TOTAL_UUARS and

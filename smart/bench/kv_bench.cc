@@ -37,7 +37,8 @@ void AddFlags(CLI::App& app, KvBenchFlags* f) {
   app.add_option("NR_THREAD", f->threads, "client threads")->required();
   app.add_option("NR_CORO", f->coros, "coroutines per thread")->required();
   app.add_option("--config", f->config_path,
-                 "datastructure.json to use (default: APP_CONFIG_PATH or config/datastructure.json)");
+                 "datastructure.json to use (default: " + ConfigFileSearch("datastructure.json", "APP_CONFIG_PATH") +
+                     ")");
   app.add_option("--dataset", f->dataset,
                  "ycsb-a, ycsb-b, ycsb-c, ycsb-d, ycsb-e (stores that scan), ycsb-f, update-only or read-only");
   app.add_option("--duration", f->duration, "seconds to measure (above 0)");
@@ -135,7 +136,8 @@ int Run(KvBenchApp& app, KvBenchSettings s, const StartGroup& group, double sync
   KvStore& store = run->store();
   if (s.verbose) {
     const std::string setup = run->setup();
-    SMART_INFO("%s: %s%s%s", name, s.smart.Summary().c_str(), setup.empty() ? "" : ", ", setup.c_str());
+    SMART_INFO("%s: %s%s%s", name, s.smart.Summary(TransportKindName(initiator.transport())).c_str(),
+               setup.empty() ? "" : ", ", setup.c_str());
   }
 
   if (o.load) {

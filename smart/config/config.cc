@@ -78,6 +78,14 @@ std::string FindConfigFile(const std::string& name, const char* env_var) {
   throw Error(message);
 }
 
+std::string ConfigFileSearch(const std::string& name, const char* env_var) {
+  std::string text = env_var != nullptr ? std::string(env_var) + " if set, else " : "";
+  text += name + " in config/ of the working directory, beside the program (config/, share/smart/)";
+  const std::string installed = SMART_INSTALL_DATADIR;
+  if (!installed.empty()) text += " or in " + installed;
+  return text;
+}
+
 const char* TransportChoiceName(TransportChoice t) {
   switch (t) {
     case TransportChoice::kAuto:
@@ -337,9 +345,11 @@ void ExportProviderEnvironment(const SmartConfig& config) {
   setenv("MLX5_NUM_LOW_LAT_UUARS", low_latency.c_str(), /*overwrite=*/0);
 }
 
-std::string SmartConfig::Summary() const {
+std::string SmartConfig::Summary() const { return Summary(TransportChoiceName(transport)); }
+
+std::string SmartConfig::Summary(const char* in_use) const {
   std::ostringstream os;
-  os << "transport=" << TransportChoiceName(transport) << " ThrdAwareAlloc=" << use_thread_aware_alloc
+  os << "transport=" << in_use << " ThrdAwareAlloc=" << use_thread_aware_alloc
      << " WorkReqThrot=" << use_work_req_throt << " ConflictAvoid=" << use_conflict_avoidance
      << " SpecLookup=" << use_speculative_lookup;
   return os.str();

@@ -86,8 +86,9 @@ struct ThreadResult {
   std::string error;
 };
 
-int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int threads, int depth, bool local,
-              double interval_ms) {
+// Throws smart::Error for a client run the arguments and config rule out
+// (a usage or config error, exit 2).
+void CheckClient(const TestRdmaConfig& config, int threads, int depth) {
   if (threads < 1 || threads > kMaxThreads - 2) {
     throw Error("NR_THREAD must be within 1.." + std::to_string(kMaxThreads - 2) + ", got " + std::to_string(threads));
   }
@@ -99,12 +100,18 @@ int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int thread
     throw Error(config.source + ": block_size must be 8 for type " + config.type + ", got " +
                 std::to_string(config.block_size));
   }
-  const uint64_t memory_bytes = config.memory_size << 20;
-  const uint64_t segment = memory_bytes / static_cast<uint64_t>(threads) / 4096 * 4096;
+  const uint64_t segment = (config.memory_size << 20) / static_cast<uint64_t>(threads) / 4096 * 4096;
   if (segment < config.block_size + kChunkSize) {
     throw Error("memory_size of " + std::to_string(config.memory_size) + " MiB is too small for " +
                 std::to_string(threads) + " threads of " + std::to_string(config.block_size) + "-byte blocks");
   }
+}
+
+int RunClient(SmartConfig smart_config, const TestRdmaConfig& config, int threads, int depth, bool local,
+              double interval_ms) {
+  const bool atomic = config.type == "cas" || config.type == "faa";
+  const uint64_t memory_bytes = config.memory_size << 20;
+  const uint64_t segment = memory_bytes / static_cast<uint64_t>(threads) / 4096 * 4096;
 
   // The first configured blade (servers without a port take the port key's),
   // or one inside the process.
@@ -272,7 +279,7 @@ int main(int argc, char** argv) {
   constexpr bool kDynamic = false;
   CLI::App app{"test_rdma: one-sided RDMA micro benchmark (no arguments: serve as a memory blade)"};
 #endif
-  std::vector<int> positional;
+  int threads = 0, depth = 0, interval_arg = 0;
   std::string config_path;
   bool local = false;
   int port = -1;
@@ -281,18 +288,18 @@ int main(int argc, char** argv) {
   uint64_t block_size = 0;
   std::string bind;
   double interval_ms = 0;
+  app.add_option("NR_THREAD", threads, "client threads (with DEPTH; neither: serve as a memory blade)");
+  app.add_option("DEPTH", depth, "requests in flight per thread");
   if (kDynamic) {
-    app.add_option("NR_THREAD DEPTH INTERVAL_MS", positional,
-                   "client threads, requests in flight per thread, and the milliseconds between redraws of the "
-                   "active thread count (default 1000)")
-        ->expected(0, 3);
-  } else {
-    app.add_option("NR_THREAD DEPTH", positional, "client threads and requests in flight per thread")->expected(0, 2);
+    app.add_option("INTERVAL_MS", interval_arg,
+                   "milliseconds between redraws of the active thread count (default 1000)")
+        ->check(CLI::Range(1, 3600000));
   }
   app.add_option("--fluctuate", interval_ms,
                  "every MS milliseconds draw again how many threads are active (test_rdma_dyn's load; 0: all, always)")
       ->check(CLI::Range(0.0, 3600000.0));
-  app.add_option("--config", config_path, "test_rdma.json to use (default: TEST_RDMA_CONF or config/test_rdma.json)");
+  app.add_option("--config", config_path,
+                 "test_rdma.json to use (default: " + ConfigFileSearch("test_rdma.json", "TEST_RDMA_CONF") + ")");
   app.add_flag("--local", local, "run against a memory blade inside this process (shm)");
   app.add_option("--port", port, "TCP port to serve on or connect to (0: any free port when serving)");
   app.add_option("--bind", bind,
@@ -304,30 +311,31 @@ int main(int argc, char** argv) {
   std::string dump;
   app.add_option("--dump-file", dump, "CSV file to append to (\"\" for none; default: the config's dump_file_path)");
   SMART_PARSE_COMMAND_LINE(app, argc, argv);
+  const char* program = kDynamic ? "test_rdma_dyn" : "test_rdma";
+  const bool serve = app.count("NR_THREAD") == 0;
+  SmartConfig smart_config;
+  TestRdmaConfig config;
   try {
-    SmartConfig smart_config = SmartConfig::Load();
+    if (!serve && app.count("DEPTH") == 0) throw Error("give both NR_THREAD and DEPTH (or neither, to serve)");
+    smart_config = SmartConfig::Load();
     smart::ExportProviderEnvironment(smart_config);
-    TestRdmaConfig config = TestRdmaConfig::Load(config_path);
+    config = TestRdmaConfig::Load(config_path);
     if (port >= 0) config.port = port;
     if (duration > 0) config.duration = duration;
     if (!type.empty()) config.type = type;
     if (block_size > 0) config.block_size = block_size;
     if (app.count("--dump-file")) config.dump_file_path = dump;
-    if (positional.empty()) return ServeMemoryBlade(smart_config, config, bind);
-    if (positional.size() < 2) {
-      fprintf(stderr, "%s: give both NR_THREAD and DEPTH (or neither, to serve)\n", kDynamic ? "test_rdma_dyn" : "test_rdma");
-      return 2;
-    }
-    if (kDynamic) {
-      if (positional.size() == 3 && positional[2] < 1) {
-        fprintf(stderr, "test_rdma_dyn: INTERVAL_MS must be at least 1, got %d\n", positional[2]);
-        return 2;
-      }
-      if (interval_ms == 0) interval_ms = positional.size() == 3 ? positional[2] : 1000;
-    }
-    return RunClient(smart_config, config, positional[0], positional[1], local, interval_ms);
+    if (!serve) CheckClient(config, threads, depth);
+    if (kDynamic && interval_ms == 0) interval_ms = interval_arg > 0 ? interval_arg : 1000;
   } catch (const std::exception& e) {
-    fprintf(stderr, "test_rdma: %s\n", e.what());
+    fprintf(stderr, "%s: %s\n", program, e.what());
+    return 2;
+  }
+  try {
+    if (serve) return ServeMemoryBlade(smart_config, config, bind);
+    return RunClient(smart_config, config, threads, depth, local, interval_ms);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "%s: %s\n", program, e.what());
     return 1;
   }
 }

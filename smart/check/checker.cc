@@ -7,13 +7,20 @@
 
 namespace smart::check {
 
-void Checker::connect() {
+void Checker::load_config() {
   config_ = SmartConfig::Load();
   ExportProviderEnvironment(config_);
+  servers_.clear();
+  for (const std::string& server : options_.servers) servers_.push_back(ParseServerAddress(server));
+  config_loaded_ = true;
+}
+
+void Checker::connect() {
+  if (!config_loaded_) load_config();
   initiator_ = std::make_unique<Initiator>(config_);
-  for (size_t i = 0; i < options_.servers.size(); ++i) {
-    const ServerAddress address = ParseServerAddress(options_.servers[i]);
-    initiator_->connect(static_cast<node_t>(i), address.hostname, address.port, options_.threads + 1);
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    initiator_->connect(static_cast<node_t>(i), servers_[i].hostname, servers_[i].port, options_.threads + 1,
+                        servers_[i].pool_id);
   }
 }
 

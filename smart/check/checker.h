@@ -54,8 +54,11 @@ class Checker {
   Checker(const Checker&) = delete;
   Checker& operator=(const Checker&) = delete;
 
-  // Loads the configuration and connects to every --server (the i-th is
-  // node i), with a queue pair for every thread and one more.
+  // Loads the configuration and reads every --server; throws smart::Error
+  // for either (a usage or configuration error).
+  void load_config();
+  // Connects to every --server (the i-th is node i), with a queue pair for
+  // every thread and one more; loads the configuration first if not yet.
   void connect();
 
   // Sets what a checker wants of any store's options: the configuration's
@@ -115,6 +118,8 @@ class Checker {
   const std::string program_;
   const CheckOptions& options_;
   SmartConfig config_;
+  std::vector<ServerAddress> servers_;  // --server, read (load_config)
+  bool config_loaded_ = false;
   std::unique_ptr<Initiator> initiator_;
   std::mutex mutex_;
   std::string error_;

@@ -9,6 +9,7 @@
 #include <exception>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "smart/check/checker.h"
@@ -76,18 +77,27 @@ class CheckerProgram {
 
   // Parses the command line, opens the checker and runs the command named.
   // `refuse(name)` may throw smart::Error for options that do not fit the
-  // command (it ends the process as a runtime failure would).
+  // command. Exit status 2 for those, a bad --server or configuration; 1
+  // when the check fails or cannot run.
   int main(int argc, char** argv, const std::function<void(const std::string& name)>& refuse = {}) {
     for (auto& [name, entry] : commands_) app_.add_subcommand(name, entry.what);
     SMART_PARSE_COMMAND_LINE(app_, argc, argv);
+    std::unique_ptr<AppChecker> checker;
+    std::string name;
     try {
       if (options_.to < options_.from) throw Error("--to must not be below --from");
-      const std::string name = app_.get_subcommands().front()->get_name();
+      name = app_.get_subcommands().front()->get_name();
       if (refuse) refuse(name);
       SetVerbose(false);
-      AppChecker checker(program_, options_);
-      checker.open();
-      return commands_.at(name).run(checker, options_);
+      checker = std::make_unique<AppChecker>(program_, options_);
+      checker->load_config();
+    } catch (const std::exception& e) {
+      fprintf(stderr, "%s: %s\n", program_.c_str(), e.what());
+      return kUsageError;
+    }
+    try {
+      checker->open();
+      return commands_.at(name).run(*checker, options_);
     } catch (const std::exception& e) {
       fprintf(stderr, "%s: %s\n", program_.c_str(), e.what());
       return 1;

@@ -21,7 +21,8 @@ int RunMemoryBladeMain(int argc, char** argv, const char* program, const char* d
   uint64_t capacity = 0;
   std::string backing;
   std::string bind;
-  app.add_option("CONFIG", config_path, "backend.json (default: config/backend.json)");
+  app.add_option("CONFIG", config_path,
+                 "backend.json to use (default: " + ConfigFileSearch("backend.json", nullptr) + ")");
   app.add_option("--port", port, "TCP port to listen on (0: any free port); overrides tcp_port")->check(CLI::Range(0, 65535));
   app.add_option("--bind", bind,
                  "address to listen on (127.0.0.1, 0.0.0.0, ::, a host's address); overrides bind. Beyond loopback "
@@ -29,11 +30,15 @@ int RunMemoryBladeMain(int argc, char** argv, const char* program, const char* d
   app.add_option("--capacity", capacity, "MiB of memory to serve; overrides capacity")->check(CLI::Range(1, 1 << 30));
   app.add_option("--backing", backing, "where the pool lives: memfd, hugetlb, file:PATH or devdax:PATH; overrides backing");
   SMART_PARSE_COMMAND_LINE(app, argc, argv);
+  // A configuration that cannot be read or makes no sense: exit 2, as a
+  // usage error; what fails after (the port, the pool): exit 1.
+  SmartConfig smart_config;
+  BackendConfig backend;
+  std::string path;
   try {
-    InstallTerminationHandlers();
-    SmartConfig smart_config = SmartConfig::Load();
-    const std::string path = config_path.empty() ? FindConfigFile("backend.json", nullptr) : config_path;
-    BackendConfig backend = BackendConfig::LoadFile(path);
+    smart_config = SmartConfig::Load();
+    path = config_path.empty() ? FindConfigFile("backend.json", nullptr) : config_path;
+    backend = BackendConfig::LoadFile(path);
     if (port >= 0) backend.tcp_port = port;
     if (!bind.empty()) backend.bind = bind;
     if (capacity > 0) backend.capacity = capacity;
@@ -41,6 +46,12 @@ int RunMemoryBladeMain(int argc, char** argv, const char* program, const char* d
       backend.backing = backing;
       backend.dev_dax_path.clear();
     }
+  } catch (const std::exception& e) {
+    fprintf(stderr, "%s: %s\n", program, e.what());
+    return kUsageError;
+  }
+  try {
+    InstallTerminationHandlers();
     Target target(smart_config, backend);
     target.start();
     printf("%s: %" PRIu64 " MiB on %s, pool in %s (pool ID %s), listening on port %d at %s, %s\n", program,

@@ -478,13 +478,13 @@ HistoryReport CheckHistory(const std::vector<HistoryTx>& history) {
 
 std::string DescribeCycle(const std::vector<HistoryEdge>& cycle) {
   if (cycle.empty()) return "";
-  std::string out = "T" + std::to_string(cycle[0].from);
+  std::string out = std::string("T") + std::to_string(cycle[0].from);
   for (const HistoryEdge& e : cycle) {
     const char* from_does = e.kind == EdgeKind::kReadWrite ? "r" : "w";
     const char* to_does = e.kind == EdgeKind::kWriteRead ? "r" : "w";
     out += " -";
     out += EdgeKindName(e.kind);
-    out += "(" + std::to_string(e.table) + ":" + std::to_string(e.key) + " " + from_does + "@" +
+    out += std::string("(") + std::to_string(e.table) + ":" + std::to_string(e.key) + " " + from_does + "@" +
            std::to_string(e.from_version) + " " + to_does + "@" + std::to_string(e.to_version) + ")-> T" +
            std::to_string(e.to);
   }
@@ -506,7 +506,7 @@ std::string DescribeProblems(const HistoryReport& report, size_t max_items) {
            (report.duplicate_writes.size() == 1 ? " (a lost update):" : "s (lost updates):");
     for (size_t i = 0; i < report.duplicate_writes.size() && i < max_items; ++i) {
       const DuplicateWrite& d = report.duplicate_writes[i];
-      out += " " + std::to_string(d.table) + ":" + std::to_string(d.key) + "@" + std::to_string(d.version) + " by";
+      out += std::string(" ") + std::to_string(d.table) + ":" + std::to_string(d.key) + "@" + std::to_string(d.version) + " by";
       for (size_t k = 0; k < d.tx_ids.size(); ++k) out += (k == 0 ? " T" : ",T") + std::to_string(d.tx_ids[k]);
       if (i + 1 < report.duplicate_writes.size() && i + 1 < max_items) out += ",";
     }
@@ -519,7 +519,7 @@ std::string DescribeProblems(const HistoryReport& report, size_t max_items) {
     out += std::to_string(report.duplicate_tx_ids.size()) + " transaction id" +
            (report.duplicate_tx_ids.size() == 1 ? "" : "s") + " on more than one line:";
     for (size_t i = 0; i < report.duplicate_tx_ids.size() && i < max_items; ++i) {
-      out += " " + std::to_string(report.duplicate_tx_ids[i]);
+      out += std::string(" ") + std::to_string(report.duplicate_tx_ids[i]);
     }
     if (report.duplicate_tx_ids.size() > max_items) {
       out += " and " + std::to_string(report.duplicate_tx_ids.size() - max_items) + " more";

@@ -127,8 +127,8 @@ void ConfigReader::ignore(const std::string& key) {
 }
 
 void ConfigReader::get_int(const std::string& key, int* out, bool required, long min, long max) {
-  const std::string expectation = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
-  record(key, "integer", "[" + std::to_string(min) + ", " + std::to_string(max) + "]", std::to_string(*out), required);
+  const std::string expectation = std::string("an integer in [") + std::to_string(min) + ", " + std::to_string(max) + "]";
+  record(key, "integer", std::string("[") + std::to_string(min) + ", " + std::to_string(max) + "]", std::to_string(*out), required);
   const nlohmann::json* v = get(key, required, expectation.c_str());
   if (v == nullptr) return;
   if (!v->is_number_integer()) fail(key, expectation, v);
@@ -138,8 +138,8 @@ void ConfigReader::get_int(const std::string& key, int* out, bool required, long
 }
 
 void ConfigReader::get_uint64(const std::string& key, uint64_t* out, bool required, uint64_t min, uint64_t max) {
-  const std::string expectation = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
-  record(key, "integer", "[" + std::to_string(min) + ", " + std::to_string(max) + "]", std::to_string(*out), required);
+  const std::string expectation = std::string("an integer in [") + std::to_string(min) + ", " + std::to_string(max) + "]";
+  record(key, "integer", std::string("[") + std::to_string(min) + ", " + std::to_string(max) + "]", std::to_string(*out), required);
   const nlohmann::json* v = get(key, required, expectation.c_str());
   if (v == nullptr) return;
   if (!v->is_number_integer() || (v->is_number_integer() && !v->is_number_unsigned() && v->get<long long>() < 0)) {
@@ -154,7 +154,8 @@ void ConfigReader::get_double(const std::string& key, double* out, bool required
   std::ostringstream os;
   os << "a number in [" << min << ", " << max << "]";
   const std::string expectation = os.str();
-  record(key, "number", "[" + FormatDouble(min) + ", " + FormatDouble(max) + "]", FormatDouble(*out), required);
+  record(key, "number", std::string("[") + FormatDouble(min) + ", " + FormatDouble(max) + "]", FormatDouble(*out),
+         required);
   const nlohmann::json* v = get(key, required, expectation.c_str());
   if (v == nullptr) return;
   if (!v->is_number()) fail(key, expectation, v);

@@ -288,7 +288,7 @@ std::string SocketAddress::ToString() const {
   }
   if (family == 6) {
     inet_ntop(AF_INET6, addr, text, sizeof(text));
-    return "[" + std::string(text) + "]:" + std::to_string(port);
+    return std::string("[") + text + "]:" + std::to_string(port);
   }
   return "an unknown address";
 }

@@ -56,7 +56,7 @@ const Meaning kKeys[] = {
     {"smart_config.json", "max_nodes", "memory blades a client may connect to"},
     {"smart_config.json", "initiator_cache_size", "MiB of registered local memory each client takes for its verbs' buffers"},
     {"smart_config.json", "connect_timeout_ms", "bound on one handshake, on both sides"},
-    {"smart_config.json", "auth", "`\"none\"`, or an object with the keys below (README, Security); absent: no key"},
+    {"smart_config.json", "auth", "`\"none\"`, or an object with the keys below (docs/security.md); absent: no key"},
     {"smart_config.json", "auth.key_file", "shared key a client proves it holds (a key file `smart_keygen` writes, mode 0600, owned by the user; nothing else is accepted); relative to this file's directory"},
     {"smart_config.json", "auth.also_accept", "a memory blade started with this file: further key files it accepts besides `key_file` while the cluster moves to a new key (each client names its key by ID; README, Security); relative to this file's directory"},
     {"smart_config.json", "auth.allow_uids", "a memory blade started with this file: users besides its own that may map its `shm` pool, when it is a memfd or hugetlb pool (a file or devdax pool goes to its own user only; default: none)"},

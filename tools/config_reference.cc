@@ -58,7 +58,7 @@ const Meaning kKeys[] = {
     {"smart_config.json", "connect_timeout_ms", "bound on one handshake, on both sides"},
     {"smart_config.json", "auth", "`\"none\"`, or an object with the keys below (docs/security.md); absent: no key"},
     {"smart_config.json", "auth.key_file", "shared key a client proves it holds (a key file `smart_keygen` writes, mode 0600, owned by the user; nothing else is accepted); relative to this file's directory"},
-    {"smart_config.json", "auth.also_accept", "a memory blade started with this file: further key files it accepts besides `key_file` while the cluster moves to a new key (each client names its key by ID; README, Security); relative to this file's directory"},
+    {"smart_config.json", "auth.also_accept", "a memory blade started with this file: further key files it accepts besides `key_file` while the cluster moves to a new key (each client names its key by ID; docs/security.md); relative to this file's directory"},
     {"smart_config.json", "auth.allow_uids", "a memory blade started with this file: users besides its own that may map its `shm` pool, when it is a memfd or hugetlb pool (a file or devdax pool goes to its own user only; default: none)"},
     {"smart_config.json", "use_thread_aware_alloc", "each thread owns its queue pairs, completion queue and doorbell (SMART_OPTS `ThrdAwareAlloc`)"},
     {"smart_config.json", "thread_aware_alloc.total_uuar", "doorbell mode `uuar`: MLX5_TOTAL_UUARS for the patched libmlx5"},

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Regenerates the performance tables of the README from one run of the benches.
+"""Regenerates the performance tables of docs/performance.md from one run of the benches.
 
     tools/perf_tables.py [--clean-build] [--runs N] [--softroce] [--out FILE]
 
 Every case runs --runs times (default 3), in passes over all cases, so that
 whatever else the machine does weighs on every case alike; each table gives
-the median. The tables go into README.md between the perf-tables markers
+the median. The tables go into docs/performance.md between the perf-tables markers
 (or into --out FILE, whole), headed by the machine, the commit and the
 command, so that a reader knows what to expect and can run it again.
 
@@ -14,7 +14,7 @@ command, so that a reader knows what to expect and can run it again.
                   it the binaries of --bin (default build/bin) are used
   --softroce      also boot the Soft-RoCE guest and compare test_rdma with
                   perftest there (test/softroce/perftest_compare.sh); without
-                  it the README's Soft-RoCE block is left as it is
+                  it the page's Soft-RoCE block is left as it is
   --softroce-only  only the Soft-RoCE block: no shm benches
   --quick         one short run of each case on small data (for tests)
 """
@@ -261,7 +261,7 @@ def softroce_block(bin_dir, log, clean):
 def replace_block(text, begin, end, block):
     b, e = text.find(begin.split(":")[0]), text.find(end)
     if b < 0 or e < b:
-        raise RuntimeError("README.md has no %s ... %s block" % (begin.split(":")[0], end))
+        raise RuntimeError("docs/performance.md has no %s ... %s block" % (begin.split(":")[0], end))
     return text[:b] + "\n".join(block) + text[e + len(end):]
 
 
@@ -296,7 +296,7 @@ def main():
     ap.add_argument("--softroce-only", action="store_true",
                     help="only the Soft-RoCE block (the guest's perftest comparison and hash table), no shm benches")
     ap.add_argument("--quick", action="store_true", help="one short run per case on small data")
-    ap.add_argument("--out", help="write the tables to this file instead of into README.md")
+    ap.add_argument("--out", help="write the tables to this file instead of into docs/performance.md")
     ap.add_argument("--log", default=None, help="every command's output (default: a file in /tmp)")
     args = ap.parse_args()
     if args.runs < 1:
@@ -339,8 +339,8 @@ def main():
             f.write("\n".join((block or []) + ([""] + sr_block if sr_block else [])) + "\n")
         print("perf_tables: wrote %s" % args.out, file=sys.stderr)
         return 0
-    readme = os.path.join(ROOT, "README.md")
-    with open(readme) as f:
+    page = os.path.join(ROOT, "docs", "performance.md")
+    with open(page) as f:
         text = f.read()
     try:
         if block:
@@ -350,9 +350,9 @@ def main():
     except RuntimeError as e:
         print("perf_tables: %s" % e, file=sys.stderr)
         return 1
-    with open(readme, "w") as f:
+    with open(page, "w") as f:
         f.write(text)
-    print("perf_tables: README.md updated (log: %s)" % log_path, file=sys.stderr)
+    print("perf_tables: docs/performance.md updated (log: %s)" % log_path, file=sys.stderr)
     return 0
 
 

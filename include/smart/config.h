@@ -47,7 +47,7 @@ struct ConflictAvoidanceConfig {
 };
 
 /// Keys of `auth`, in smart_config.json and backend.json: session
-/// authentication (README, "Security"). `"auth": "none"` instead of an
+/// authentication (docs/security.md). `"auth": "none"` instead of an
 /// object says explicitly that a memory blade takes clients without a key.
 struct AuthConfig {
   std::string source;       ///< the file it came from (for messages)

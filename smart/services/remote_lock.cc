@@ -135,7 +135,7 @@ Status FenceSession(Initiator& initiator, node_t node, SessionId session, uint64
     if (!said.exchange(true)) {
       SMART_WARN("remote lock: fenced session %d on memory node %d over shm: the blade ended it, and that client's "
                  "own provider refuses its writes and atomics from now on; shm has no hard fence, so a write the "
-                 "client was already copying when it stopped can still land (README, \"Fencing\")",
+                 "client was already copying when it stopped can still land (docs/security.md, \"Fencing\")",
                  session.slot, static_cast<int>(node));
     }
   }

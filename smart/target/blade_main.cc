@@ -59,7 +59,7 @@ int RunMemoryBladeMain(int argc, char** argv, const char* program, const char* d
            target.pool_id_text().c_str(), target.port(), target.listen_address().c_str(),
            target.authenticates() ? "clients must prove the key" : "no key");
     fflush(stdout);
-    // SIGHUP: read the keys again (a rotation; README, Security).
+    // SIGHUP: read the keys again (a rotation; docs/security.md).
     InstallReloadHandler();
     int sig;
     while ((sig = WaitForTerminationOrReload()) == SIGHUP) {

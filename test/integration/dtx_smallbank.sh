@@ -124,7 +124,7 @@ pass "three clients killed (after validation, mid-commit, kill -9), two ran on: 
 # Four hot accounts: the survivors meet the stopped victims' locks at once.
 # One thread per victim: the thread that hits the fault point stops there;
 # a second thread would stop wherever SIGSTOP found it, sometimes inside the
-# shm provider's copy of a write, the one window shm cannot fence (README,
+# shm provider's copy of a write, the one window shm cannot fence (docs/security.md,
 # "Fencing"; verbs has no such window), which this test does not claim.
 victim=("$bench" 1 4 --quiet "${lease[@]}" --transfers-only --hot-accounts 4 --duration 30 --dump-file "")
 stopped=()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sanitizer stage of CI (README, "Tests"): with clang,
+# The sanitizer stage of CI (docs/testing.md): with clang,
 #   1. AddressSanitizer + UndefinedBehaviorSanitizer: builds what the unit and
 #      integration tiers run (one tree, also compiled for libFuzzer) and runs
 #      those tiers with ctest;

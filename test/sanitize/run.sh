@@ -47,7 +47,7 @@ common=(-DCMAKE_BUILD_TYPE=Sanitize "-DCMAKE_CXX_FLAGS_SANITIZE=-O1 -gline-table
 # What the unit and integration tiers run (test/integration/*.sh name their
 # binaries as $SMART_BIN/NAME), and the fuzz targets.
 asan_targets=(unit_tests hashtable_unit_tests btree_unit_tests dtx_unit_tests
-  integration_client smart_keygen smart_config_reference test_rdma
+  integration_client smart_keygen smart_config_reference test_rdma test_rdma_dyn
   hashtable_backend hashtable_bench hashtable_check
   btree_backend btree_bench btree_check
   smallbank_backend smallbank_bench tatp_backend tatp_bench dtx_check_history

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "smart/logging.h"
 #include "smart/status.h"
 
 namespace smart {
@@ -123,7 +124,13 @@ const nlohmann::json* ConfigReader::get(const std::string& key, bool required, c
 
 void ConfigReader::ignore(const std::string& key) {
   record(key, "ignored", "accepted and not used (upstream's files carry it)", "", false);
-  if (get(key, false, "anything") != nullptr) ignored_.insert(key);
+  if (get(key, false, "anything") == nullptr) return;
+  ignored_.insert(key);
+  // Said, so that whoever set it does not believe it took effect.
+  if (tls_recording == nullptr) {
+    SMART_INFO("%s: key \"%s\" is deprecated (upstream's files carry it; nothing here reads it) and ignored",
+               source_.c_str(), key.c_str());
+  }
 }
 
 void ConfigReader::get_int(const std::string& key, int* out, bool required, long min, long max) {

@@ -41,7 +41,7 @@ start() {
   done
   [[ -n $port ]] || { echo "backing_ratio: the $2 memory blade did not start:" >&2; cat "$work/$1.log" >&2; exit 1; }
   cat >"$work/$1.ds.json" <<JSON
-{ "nr_threads": 2, "tasks_per_thread": 8, "dataset": "ycsb-c", "dump_file_path": "", "insert_before_execution": true,
+{ "dataset": "ycsb-c", "dump_file_path": "", "insert_before_execution": true,
   "max_key": 1000000, "key_length": 8, "value_length": 8, "rehash_key": false, "duration": 4, "zipfian_const": 0.99,
   "memory_servers": [ {"hostname": "127.0.0.1", "port": $port} ] }
 JSON

@@ -8,7 +8,7 @@ config="$WORK_DIR/datastructure.json"
 # Written whole, not by python3 from the repository's file: python3 takes
 # seconds to start in the Soft-RoCE guest.
 cat >"$config" <<JSON
-{ "nr_threads": 2, "tasks_per_thread": 4, "dataset": "ycsb-c", "dump_file_path": "$WORK_DIR/out.csv",
+{ "dataset": "ycsb-c", "dump_file_path": "$WORK_DIR/out.csv",
   "insert_before_execution": true, "max_key": $(sized 20000 5000), "key_length": 8, "value_length": 8,
   "rehash_key": false, "duration": 0.5, "zipfian_const": 0.99,
   "memory_servers": [ {"hostname": "127.0.0.1", "port": $BLADE_PORT} ] }

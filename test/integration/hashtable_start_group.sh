@@ -14,7 +14,7 @@ start_hashtable_blade 512
 keys=$(sized 100000 20000)
 config="$WORK_DIR/datastructure.json"
 cat >"$config" <<JSON
-{ "nr_threads": 1, "tasks_per_thread": 4, "dataset": "ycsb-c", "dump_file_path": "",
+{ "dataset": "ycsb-c", "dump_file_path": "",
   "insert_before_execution": true, "max_key": $keys, "key_length": 8, "value_length": 8,
   "rehash_key": false, "duration": 0.5, "zipfian_const": 0.99,
   "memory_servers": [ "127.0.0.1:$BLADE_PORT" ] }

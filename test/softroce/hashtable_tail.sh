@@ -39,7 +39,7 @@ JSON
     start_blade hashtable "$BIN/hashtable_backend" "$WORK/backend.json" || return 1
     # Written whole: python3 takes seconds to start in the guest.
     cat > "$WORK/datastructure.json" <<JSON
-{ "nr_threads": 2, "tasks_per_thread": 8, "dataset": "ycsb-c", "dump_file_path": "",
+{ "dataset": "ycsb-c", "dump_file_path": "",
   "insert_before_execution": true, "max_key": $KEYS, "key_length": 8, "value_length": 8,
   "rehash_key": false, "duration": $SECONDS_PER_RUN, "zipfian_const": 0.99,
   "memory_servers": [ {"hostname": "127.0.0.1", "port": $BLADE_PORT} ] }

@@ -4,9 +4,12 @@
 #include <stdlib.h>
 
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "smart/bench/bench_config.h"
 #include "smart/config.h"
+#include "smart/logging.h"
 #include "smart/status.h"
 #include "test_util.h"
 
@@ -282,6 +285,21 @@ TEST(TestRdmaConfig, ParsesUpstreamFile) {
   EXPECT_EQ(c.servers[0].hostname, "optane06");
   EXPECT_EQ(c.servers[0].port, 0);  // the port key's
   EXPECT_EQ(c.type, "faa");  // upstream's name for fetch-and-add
+}
+
+TEST(DataStructureConfig, DeadKeysAreAcceptedWithADeprecationLine) {
+  std::vector<std::string> lines;
+  SetLogSink([&](LogLevel, const char* line) { lines.emplace_back(line); });
+  const DataStructureConfig c =
+      DataStructureConfig::Parse(R"({"nr_threads": 96, "tasks_per_thread": 8, "max_key": 10})", "d.json");
+  DataStructureConfig::Parse(R"({"max_key": 10})", "quiet.json");
+  SetLogSink({});
+  EXPECT_EQ(c.max_key, 10u);
+  ASSERT_EQ(lines.size(), 2u);  // none for the file without them
+  EXPECT_NE(lines[0].find("d.json"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("nr_threads"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("deprecated"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("tasks_per_thread"), std::string::npos) << lines[1];
 }
 
 // The shipped datastructure.json with `servers` as its memory_servers.

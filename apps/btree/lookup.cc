@@ -98,9 +98,10 @@ Status Ops::descend(uint64_t key, int level, char* buf, Path* path, GlobalAddres
       }
       if (h.right_of(key)) {
         ++tc_.stats.moved_right;
-        if (h.level > 0 && path->internal_link.left.is_null()) {
-          path->internal_link = MissingLink{addr, h.max, h.sibling, h.level};
-        }
+        // The page above (read from the blade, not a cached copy) lacked
+        // this separator: the writer repairs it (repair_links).
+        MissingLink& link = h.level > 0 ? path->internal_link : path->leaf_link;
+        if (link.left.is_null()) link = MissingLink{addr, h.max, h.sibling, h.level};
         // Sibling links that never reach the key's page (a cycle) are no
         // tree: bounded like any other retry.
         bound.why = "sibling links keep leading to pages whose fences exclude the key";

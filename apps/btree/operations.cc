@@ -208,9 +208,10 @@ void Ops::repair_links(const MissingLink& link, Path* path, BackoffGuard& guard)
   // it too is harmless (an internal insert of a present separator with the
   // same child writes nothing). When the splitter died, this completes its
   // split. Errors are left for the next writer that moves right there.
+  const MissingLink leaf = path->leaf_link;
   const MissingLink internal = path->internal_link;
-  for (const MissingLink* l : {&link, &internal}) {
-    if (l->left.is_null()) continue;
+  for (const MissingLink* l : {&link, &leaf, &internal}) {
+    if (l->left.is_null() || (l == &leaf && leaf.left == link.left)) continue;
     ++tc_.stats.links_checked;
     Status s = insert_parent(l->level + 1, l->key, l->right, l->left, path, guard);
     (void)s;

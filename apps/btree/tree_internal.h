@@ -210,6 +210,7 @@ struct Path {
   GlobalAddress at[kMaxLevel + 1];
   GlobalAddress root;  // the root the descent started from
   int root_level = -1;
+  MissingLink leaf_link;      // the leaf the descent moved right from
   MissingLink internal_link;  // the first internal page the descent moved right from
 };
 
@@ -364,9 +365,9 @@ class Ops {
   // What the caller does with a new value's block, and the old entry's,
   // once the write that would name it ended with `s` (operations.cc).
   void settle_blocks(const Status& s, Block* fresh, bool* have_fresh, const LeafEntry& old);
-  // After a write whose way moved right past `link`, or past the first
-  // internal page of path->internal_link: makes sure the level above holds
-  // the separator (a splitter may have died before adding it).
+  // After a write whose way moved right past `link`, or whose descent moved
+  // right past path->leaf_link or path->internal_link: makes sure the level
+  // above holds the separator (a splitter may have died before adding it).
   void repair_links(const MissingLink& link, Path* path, BackoffGuard& guard);
 
   BTree& tree_;

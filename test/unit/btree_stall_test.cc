@@ -358,6 +358,53 @@ TEST_F(BTreeStallTest, ASplitIsOkOnceItsPageIsWrittenWhateverTheParentInsertMeet
   EXPECT_EQ(keys, 46u + 44u + 2u);
 }
 
+// A splitter stopped after linking its split (P written with its sibling
+// link to N, the separator not yet in the parent) leaves a tree whose way
+// to N's keys moves right from P. The next writer of such a key whose
+// descent moved right there adds the separator itself: a fresh reader then
+// reaches N without a hop, before the splitter ever resumes.
+TEST_F(BTreeStallTest, AWriterWhoseDescentMovedRightAddsTheSeparatorAStoppedSplitterLacks) {
+  options_.lease.lease_ns = 60000000000ull;  // nobody is taken over here
+  Open();
+  // Two full leaves under an internal root, as above.
+  for (uint64_t k = 1; k <= 46; ++k) ASSERT_TRUE(a_->insert(k * 10, "v").ok());
+  for (uint64_t k = 1; k <= 22; ++k) {
+    ASSERT_TRUE(a_->insert(k * 10 + 5, "v").ok());
+    ASSERT_TRUE(a_->insert(k * 10 + 235, "v").ok());
+  }
+  int height = 0;
+  ASSERT_TRUE(a_->height(&height).ok());
+  ASSERT_EQ(height, 2);
+  PointGate gate("bt.split.leaf.linked");
+  Status a_status;
+  std::thread splitter([&] {
+    gate.Target();
+    a_status = a_->insert(16, "A");
+    gate.Done();
+  });
+  if (!gate.WaitReached()) {
+    splitter.join();
+    FAIL() << "the splitter never linked its split: " << a_status.ToString();
+  }
+  // 226 lies in the split's right half: B's descent meets the root without
+  // its separator and moves right from the left leaf.
+  const Status b_status = b_->insert(226, "B");
+  EXPECT_TRUE(b_status.ok()) << b_status.ToString();
+  EXPECT_GE(b_->stats().links_checked, 1u);
+  BTree reader(*other_initiator_, config_, 1, options_);
+  EXPECT_EQ(Get(reader, 226), "B");
+  EXPECT_EQ(Get(reader, 230), "v");
+  EXPECT_EQ(reader.stats().moved_right, 0u) << "the separator of the stopped splitter's split is still missing";
+  gate.Release();
+  splitter.join();
+  EXPECT_TRUE(a_status.ok()) << a_status.ToString();
+  EXPECT_EQ(Get(reader, 16), "A");
+  uint64_t keys = 0;
+  const Status s = reader.check_leaves(&keys);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(keys, 46u + 44u + 2u);
+}
+
 // Two threads of one client, one held with the lock for many leases: the
 // other cannot fence it (that would end its own session) and must not take
 // the word by lease; it waits, then both updates stand.

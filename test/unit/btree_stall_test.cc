@@ -123,6 +123,19 @@ class BTreeStallTest : public smart::testing::BladeTest {
     ASSERT_TRUE(a_->insert(3, "a3").ok());
   }
 
+  // Two leaves under an internal root, both full: 10, 20, .. 230 with 15,
+  // 25, .. 225, and 240, 250, .. 460 with 245, 255, .. 455.
+  void TwoFullLeaves() {
+    for (uint64_t k = 1; k <= 46; ++k) ASSERT_TRUE(a_->insert(k * 10, "v").ok());
+    for (uint64_t k = 1; k <= 22; ++k) {
+      ASSERT_TRUE(a_->insert(k * 10 + 5, "v").ok());
+      ASSERT_TRUE(a_->insert(k * 10 + 235, "v").ok());
+    }
+    int height = 0;
+    ASSERT_TRUE(a_->height(&height).ok());
+    ASSERT_EQ(height, 2);
+  }
+
   TreeOptions options_;
   std::unique_ptr<Initiator> other_initiator_;
   std::unique_ptr<BTree> a_, b_;
@@ -323,16 +336,7 @@ TEST_F(BTreeStallTest, ASplitIsOkOnceItsPageIsWrittenWhateverTheParentInsertMeet
   options_.lease.lease_ns = 60000000000ull;  // nobody is taken over here
   options_.retry_timeout_ns = 300000000;     // 0.3 s
   Open();
-  // Two leaves under an internal root, both full: 10, 20, .. 230 with 15,
-  // 25, .. 225, and 240, 250, .. 460 with 245, 255, .. 455.
-  for (uint64_t k = 1; k <= 46; ++k) ASSERT_TRUE(a_->insert(k * 10, "v").ok());
-  for (uint64_t k = 1; k <= 22; ++k) {
-    ASSERT_TRUE(a_->insert(k * 10 + 5, "v").ok());
-    ASSERT_TRUE(a_->insert(k * 10 + 235, "v").ok());
-  }
-  int height = 0;
-  ASSERT_TRUE(a_->height(&height).ok());
-  ASSERT_EQ(height, 2);
+  ASSERT_NO_FATAL_FAILURE(TwoFullLeaves());
   // B splits the left leaf and is held holding the root's lock.
   PointGate gate("bt.internal.write_checked");
   Status b_status;
@@ -366,15 +370,7 @@ TEST_F(BTreeStallTest, ASplitIsOkOnceItsPageIsWrittenWhateverTheParentInsertMeet
 TEST_F(BTreeStallTest, AWriterWhoseDescentMovedRightAddsTheSeparatorAStoppedSplitterLacks) {
   options_.lease.lease_ns = 60000000000ull;  // nobody is taken over here
   Open();
-  // Two full leaves under an internal root, as above.
-  for (uint64_t k = 1; k <= 46; ++k) ASSERT_TRUE(a_->insert(k * 10, "v").ok());
-  for (uint64_t k = 1; k <= 22; ++k) {
-    ASSERT_TRUE(a_->insert(k * 10 + 5, "v").ok());
-    ASSERT_TRUE(a_->insert(k * 10 + 235, "v").ok());
-  }
-  int height = 0;
-  ASSERT_TRUE(a_->height(&height).ok());
-  ASSERT_EQ(height, 2);
+  ASSERT_NO_FATAL_FAILURE(TwoFullLeaves());
   PointGate gate("bt.split.leaf.linked");
   Status a_status;
   std::thread splitter([&] {

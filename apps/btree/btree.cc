@@ -207,22 +207,17 @@ Status BTree::check_leaves(uint64_t* keys) {
 }
 
 TreeStats BTree::stats() const {
-  TreeStats t;
-  contexts_.for_each([&](const ThreadContext& tc) {
-    // The block pool keeps its own; the thread's copies of those stay 0.
-    AddCounters(&t, tc.stats);
-    const BlockPoolStats& b = tc.blocks->stats();
-    t.blocks_retired += b.blocks_retired;
-    t.blocks_reused += b.blocks_reused;
-    t.blocks_released += b.blocks_released;
-  });
+  TreeStats t = contexts_.sum_of([](const ThreadContext& tc) { return tc.stats; });
+  // The block pools keep their own counters; the threads' copies stay 0.
+  const BlockPoolStats b = contexts_.sum_of([](const ThreadContext& tc) { return tc.blocks->stats(); });
+  t.blocks_retired = b.blocks_retired;
+  t.blocks_reused = b.blocks_reused;
+  t.blocks_released = b.blocks_released;
   return t;
 }
 
 uint64_t BTree::total_retries() const {
-  uint64_t total = 0;
-  contexts_.for_each([&](const ThreadContext& tc) { total += tc.backoff.total_retries(); });
-  return total;
+  return contexts_.sum_of([](const ThreadContext& tc) { return tc.backoff.total_retries(); });
 }
 
 }  // namespace smart::btree

@@ -187,22 +187,17 @@ Status HashTable::capacity(int shard, uint64_t* slots, int* global_depth) {
 }
 
 TableStats HashTable::stats() const {
-  TableStats total;
-  contexts_.for_each([&](const ThreadContext& tc) {
-    // The block pool keeps its own; the thread's copies of those stay 0.
-    AddCounters(&total, tc.stats);
-    const BlockPoolStats& b = tc.blocks->stats();
-    total.blocks_retired += b.blocks_retired;
-    total.blocks_reused += b.blocks_reused;
-    total.remote_bytes_allocated += b.bytes_allocated;
-  });
+  TableStats total = contexts_.sum_of([](const ThreadContext& tc) { return tc.stats; });
+  // The block pools keep their own counters; the threads' copies stay 0.
+  const BlockPoolStats pools = contexts_.sum_of([](const ThreadContext& tc) { return tc.blocks->stats(); });
+  total.blocks_retired = pools.blocks_retired;
+  total.blocks_reused = pools.blocks_reused;
+  total.remote_bytes_allocated = pools.bytes_allocated;
   return total;
 }
 
 uint64_t HashTable::total_retries() const {
-  uint64_t total = 0;
-  contexts_.for_each([&](const ThreadContext& tc) { total += tc.backoff.total_retries(); });
-  return total;
+  return contexts_.sum_of([](const ThreadContext& tc) { return tc.backoff.total_retries(); });
 }
 
 }  // namespace smart::hashtable

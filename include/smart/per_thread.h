@@ -38,10 +38,27 @@
 
 namespace smart {
 
-template <typename T>
+/// Adds every counter of `more` into `*total`: for statistics kept per
+/// thread (in a PerThread) and summed when asked for. `Counters` is a
+/// struct whose every member is a uint64_t counter.
+template <typename Counters>
+void AddCounters(Counters* total, const Counters& more) {
+  static_assert(std::is_trivially_copyable_v<Counters> && std::is_standard_layout_v<Counters>,
+                "AddCounters: a plain struct of counters");
+  static_assert(sizeof(Counters) % sizeof(uint64_t) == 0 && alignof(Counters) == alignof(uint64_t),
+                "AddCounters: every member a uint64_t");
+  constexpr size_t kCount = sizeof(Counters) / sizeof(uint64_t);
+  uint64_t sum[kCount], add[kCount];
+  std::memcpy(sum, total, sizeof(sum));
+  std::memcpy(add, &more, sizeof(add));
+  for (size_t i = 0; i < kCount; ++i) sum[i] += add[i];
+  std::memcpy(total, sum, sizeof(sum));
+}
+
 /// One T per thread (see the file's description). T may be incomplete where
 /// a PerThread<T> member is declared; it must be complete where the
 /// PerThread is built, used and destroyed.
+template <typename T>
 class PerThread {
  public:
   /// Builds the calling thread's T on its first get(). A lambda capturing
@@ -85,6 +102,22 @@ class PerThread {
     }
   }
 
+  /// The sum of `fn(const T&)` over every T built so far (threads quiet):
+  /// of numbers, or of structs of counters (AddCounters).
+  template <typename Fn>
+  auto sum_of(Fn&& fn) const {
+    using Sum = std::decay_t<decltype(fn(std::declval<const T&>()))>;
+    Sum total{};
+    for_each([&](const T& value) {
+      if constexpr (std::is_arithmetic_v<Sum>) {
+        total += fn(value);
+      } else {
+        AddCounters(&total, fn(value));
+      }
+    });
+    return total;
+  }
+
  private:
   struct alignas(64) Slot {
     std::atomic<T*> value{nullptr};
@@ -126,22 +159,5 @@ class PerThread {
   std::unique_ptr<Slot[]> slots_;
   const uint64_t id_;
 };
-
-/// Adds every counter of `more` into `*total`: for statistics kept per
-/// thread (in a PerThread) and summed when asked for. `Counters` is a
-/// struct whose every member is a uint64_t counter.
-template <typename Counters>
-void AddCounters(Counters* total, const Counters& more) {
-  static_assert(std::is_trivially_copyable_v<Counters> && std::is_standard_layout_v<Counters>,
-                "AddCounters: a plain struct of counters");
-  static_assert(sizeof(Counters) % sizeof(uint64_t) == 0 && alignof(Counters) == alignof(uint64_t),
-                "AddCounters: every member a uint64_t");
-  constexpr size_t kCount = sizeof(Counters) / sizeof(uint64_t);
-  uint64_t sum[kCount], add[kCount];
-  std::memcpy(sum, total, sizeof(sum));
-  std::memcpy(add, &more, sizeof(add));
-  for (size_t i = 0; i < kCount; ++i) sum[i] += add[i];
-  std::memcpy(total, sum, sizeof(sum));
-}
 
 }  // namespace smart

@@ -27,10 +27,16 @@
 
 namespace smart::dtx {
 
+/// Bytes of a slot before its value: lock, version, key, table, flags, crc.
 constexpr size_t kSlotHeaderBytes = 32;
+/// Slots of a bucket node; a key's bucket holds this many before it chains
+/// an overflow node.
 constexpr int kSlotsPerNode = 8;
+/// Bytes of the overflow link after a node's slots (NodeLink).
 constexpr size_t kNodeLinkBytes = 8;
+/// The widest value a table may declare.
 constexpr size_t kMaxValueBytes = 512;
+/// The flags bit of a slot that holds a live record.
 constexpr uint8_t kValid = 1;
 /// Set in a lock word (with the owner) while the commit writes land.
 constexpr uint64_t kInvisible = uint64_t{1} << 63;

@@ -37,10 +37,13 @@
 #include "smart/per_thread.h"
 #include "smart/remote_lock.h"
 #include "smart/status.h"
+#include "smart/store_options.h"
 
 namespace smart::btree {
 
-struct TreeOptions {
+// The options of every store (smart/store_options.h: speculative lookup,
+// reclaim grace, lease, retry bound) and SMART-BT's own.
+struct TreeOptions : StoreOptions {
   // Hierarchical lock (HOCL): a local lock of this client in front of every
   // remote lock; the remote lock passes to a local waiter up to 8 times in
   // a row without a release and a CAS.
@@ -48,19 +51,10 @@ struct TreeOptions {
   // Command combination: a write-back and the release CAS that follows it go
   // in one doorbell (one round trip); off, the release waits for the write.
   bool combine_commands = true;
-  bool speculative_lookup = false;
   // Entries of each thread's speculative-lookup cache (power of two).
   size_t speculative_cache_entries = size_t{1} << 20;
   // Level-1 pages each thread's index cache holds at most (0: no cache).
   size_t index_cache_pages = 4096;
-  // A retired value block is reused only after this long.
-  uint64_t reclaim_grace_ns = 20000000;
-  // The page locks' and the build claim's lease: a holder that stopped is
-  // taken over after this (at once when the blade saw its session close).
-  LeaseOptions lease;
-  // An operation that keeps meeting the same obstacle (a torn page, a lock
-  // held by a live client) for this long fails with kTimedOut.
-  uint64_t retry_timeout_ns = 10000000000;
 };
 
 // Counters of one thread, summed by BTree::stats().

@@ -21,7 +21,7 @@ using btree::BTree;
 using btree::TreeStats;
 
 // The counters the log shows after the run.
-constexpr KvBenchCounterField<TreeStats> kTreeCounters[] = {
+const std::vector<KvBenchCounterField<TreeStats>> kTreeCounters = {
     {"torn reads", &TreeStats::torn_reads},
     {"lock retries", &TreeStats::lock_retries},
     {"hand-overs", &TreeStats::handovers},
@@ -32,10 +32,11 @@ constexpr KvBenchCounterField<TreeStats> kTreeCounters[] = {
     {"speculative misses", &TreeStats::speculative_misses},
     {"moved right", &TreeStats::moved_right}};
 
-class TreeRun : public KvBenchRun {
+class TreeRun : public KvBenchRunWithStats<TreeStats> {
  public:
   TreeRun(Initiator& initiator, int blades, const KvBenchSettings& s)
-      : options_(Options(s)), tree_(initiator, s.smart, blades, options_), store_(tree_) {}
+      : KvBenchRunWithStats(kTreeCounters), options_(Options(s)), tree_(initiator, s.smart, blades, options_),
+        store_(tree_) {}
 
   KvStore& store() override { return store_; }
   std::string setup() const override {
@@ -48,24 +49,20 @@ class TreeRun : public KvBenchRun {
     const Status s = tree_.height(&height);
     return "tree height " + std::to_string(s.ok() ? height : -1);
   }
-  void run_starts() override { before_ = tree_.stats(); }
   std::vector<KvBenchField> result_fields() const override {
     const btree::TreeStats st = tree_.stats();
-    const uint64_t ops = st.operations - before_.operations;
+    const uint64_t ops = st.operations - before().operations;
     const double round_trips =
-        ops ? static_cast<double>(st.round_trips - before_.round_trips) / static_cast<double>(ops) : 0;
+        ops ? static_cast<double>(st.round_trips - before().round_trips) / static_cast<double>(ops) : 0;
     char value[32];
     snprintf(value, sizeof(value), "%.3f", round_trips);
     return {KvBenchField{"round trips per op", "round_trips_per_op", value}};
   }
-  std::vector<KvBenchCounter> run_counters() const override {
-    return CountersSince(before_, tree_.stats(), kTreeCounters);
-  }
-
  private:
+  TreeStats stats() const override { return tree_.stats(); }
   static btree::TreeOptions Options(const KvBenchSettings& s) {
     btree::TreeOptions options;
-    options.speculative_lookup = s.smart.use_speculative_lookup;
+    static_cast<StoreOptions&>(options) = s.store;
     options.hocl = s.hocl;
     options.combine_commands = s.combine_commands;
     options.index_cache_pages = s.index_cache_pages;
@@ -75,7 +72,6 @@ class TreeRun : public KvBenchRun {
   btree::TreeOptions options_;
   BTree tree_;
   btree::BTreeStore store_;
-  btree::TreeStats before_;
 };
 
 class TreeBench : public KvBenchAppOf<TreeRun> {

@@ -49,11 +49,6 @@ BenchMain::BenchMain(std::string name, const std::string& about)
   app_.add_option("--list-keys", list_keys_,
                   "TABLE:FILE: at the end, write the key of every live record of table id TABLE to FILE, one per "
                   "line, in no order");
-  app_.add_option("--lease-ms", lease_ms_,
-                  "milliseconds a lock holder's word may stand still before others take it for dead and fence it "
-                  "(default 2000; every client of a database should use the same; longer on slow or emulated hosts, "
-                  "where a live client may stall that long)")
-      ->check(CLI::Range(uint64_t{100}, uint64_t{3600000}));
   app_.add_flag("--quiet", quiet_, "print only the result line");
   run_flags_.add_to(app_, "the first to open the database populates it, the others attach",
                     "committed transaction");
@@ -178,7 +173,7 @@ int BenchMain::run_workload(const Workload& w, const TransactionConfig& config, 
   options.tasks = coros_;
   options.populate = w.populate;
   options.progress = verbose;
-  if (lease_ms_ != 0) options.lease.lease_ns = lease_ms_ * 1000000;
+  run_flags_.apply_lease(&options.lease);
   const uint64_t open_start = NowNs();
   Database db(initiator, blades.count(), options);
   if (verbose) {

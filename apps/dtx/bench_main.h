@@ -65,7 +65,6 @@ class BenchMain {
   std::string list_path_;
   double duration_ = -1;
   uint64_t transactions_ = 0;
-  uint64_t lease_ms_ = 0;      // --lease-ms; 0: the framework's lease
   int64_t expect_delta_ = 0;
   std::vector<int64_t> maybe_deltas_;  // --maybe-delta
   bool verify_ = false, quiet_ = false, check_only_ = false;

@@ -40,18 +40,19 @@
 #include "smart/per_thread.h"
 #include "smart/remote_lock.h"
 #include "smart/status.h"
+#include "smart/store_options.h"
 
 namespace smart::hashtable {
 
-struct TableOptions {
+// The options of every store (smart/store_options.h: speculative lookup,
+// reclaim grace, lease, retry bound) and SMART-HT's own. Its retry bound
+// is longer than the lease, so that a dead splitter is taken over first.
+struct TableOptions : StoreOptions {
   // Keys the table is sized for when this client builds it (split evenly
   // over the shards). A table grows past it by splitting subtables.
   uint64_t expected_keys = 1000000;
-  bool speculative_lookup = false;
   // Entries of each thread's speculative-lookup cache (power of two).
   size_t speculative_cache_entries = size_t{1} << 18;
-  // A retired block is reused only after this long.
-  uint64_t reclaim_grace_ns = 20000000;
   // A block whose 4-bit tag wraps back to 0 waits this long before it is
   // reused (BlockPoolOptions::wrap_guard_ns), and an operation acts on a
   // slot word it read (CASes it, or trusts the block it names) only within
@@ -59,16 +60,6 @@ struct TableOptions {
   // merely looks unchanged after 16 reuses of its block is never taken for
   // the one read (DESIGN.md, "Reclamation and tags"). 0 turns both off.
   uint64_t tag_wrap_guard_ns = 2000000000;
-  // The resize lock's and the build claim's lease: a client that died
-  // splitting or building is taken over after this (sooner when the memory
-  // blade saw its session close).
-  LeaseOptions lease;
-  // An operation that keeps meeting the same obstacle (frozen slots, a
-  // bucket header that rejects the key, a block that fails its checksum)
-  // for this long gives up with kTimedOut: a structure that makes no sense
-  // ends in an error, not a loop. Longer than the lease, so that a dead
-  // splitter is taken over first.
-  uint64_t retry_timeout_ns = 10000000000;
   // Tests only: inserts pick a candidate bucket and an empty slot by task
   // instead of the first slot of the emptiest bucket, so that racing
   // inserts of one key land in different buckets and slots and leave

@@ -19,38 +19,33 @@ using hashtable::TableStats;
 using hashtable::HashTable;
 
 // The counters the log shows after the run.
-constexpr KvBenchCounterField<TableStats> kTableCounters[] = {
+const std::vector<KvBenchCounterField<TableStats>> kTableCounters = {
     {"torn reads", &TableStats::torn_reads}, {"CAS failures", &TableStats::cas_failures},
     {"writes superseded", &TableStats::writes_superseded}, {"splits", &TableStats::splits},
     {"speculative hits", &TableStats::speculative_hits}, {"speculative misses", &TableStats::speculative_misses},
     {"speculative reads below their slot", &TableStats::speculative_looks_below},
     {"blocks retired", &TableStats::blocks_retired}, {"blocks reused", &TableStats::blocks_reused}};
 
-class TableRun : public KvBenchRun {
+class TableRun : public KvBenchRunWithStats<TableStats> {
  public:
   TableRun(Initiator& initiator, int blades, const KvBenchSettings& s)
-      : table_(initiator, s.smart, blades, Options(s)), store_(table_) {}
+      : KvBenchRunWithStats(kTableCounters), table_(initiator, s.smart, blades, Options(s)), store_(table_) {}
 
   KvStore& store() override { return store_; }
   std::string after_load() override {
     return std::to_string(table_.stats().loads_batched) + " settled in shared round trips";
   }
-  void run_starts() override { before_ = table_.stats(); }
-  std::vector<KvBenchCounter> run_counters() const override {
-    return CountersSince(before_, table_.stats(), kTableCounters);
-  }
-
  private:
+  TableStats stats() const override { return table_.stats(); }
   static hashtable::TableOptions Options(const KvBenchSettings& s) {
     hashtable::TableOptions options;
+    static_cast<StoreOptions&>(options) = s.store;
     options.expected_keys = s.ycsb.max_key;
-    options.speculative_lookup = s.smart.use_speculative_lookup;
     return options;
   }
 
   HashTable table_;
   hashtable::HashTableStore store_;
-  hashtable::TableStats before_;
 };
 
 class TableBench : public KvBenchAppOf<TableRun> {

@@ -119,6 +119,8 @@ KvBenchSettings Settle(const CLI::App& cli, const KvBenchFlags& f, const KvBench
   s.hocl = !f.no_hocl;
   s.combine_commands = !f.no_combine;
   s.index_cache_pages = f.index_cache_pages;
+  s.store.speculative_lookup = s.smart.use_speculative_lookup;
+  f.run.apply_lease(&s.store.lease);
   CheckYcsbOptions(o, StoreShape(app.noun(), app.scans()));
   app.check(s);
   return s;

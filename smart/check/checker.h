@@ -22,6 +22,7 @@
 #include "smart/config.h"
 #include "smart/initiator.h"
 #include "smart/status.h"
+#include "smart/store_options.h"
 
 namespace smart::check {
 
@@ -63,9 +64,7 @@ class Checker {
 
   // Sets what a checker wants of any store's options: the configuration's
   // speculative lookup, --lease-ms and --retry-timeout-ms, and a short grace
-  // period, so that block reuse (and its checks) is frequent. A template
-  // because each application has its own options type with these fields.
-  template <class StoreOptions>
+  // period, so that block reuse (and its checks) is frequent.
   void set_common_options(StoreOptions* options) const {
     options->speculative_lookup = config_.use_speculative_lookup;
     options->reclaim_grace_ns = 1000000;

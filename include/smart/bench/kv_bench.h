@@ -27,6 +27,7 @@
 #include "smart/bench/ycsb_driver.h"
 #include "smart/config.h"
 #include "smart/initiator.h"
+#include "smart/store_options.h"
 
 namespace smart {
 
@@ -39,6 +40,9 @@ struct KvBenchSettings {
   bool hocl = true;            ///< false with --no-hocl: no local lock in front of remote locks
   bool combine_commands = true;  ///< false with --no-combine: a lock's release waits for its write
   size_t index_cache_pages = 4096;  ///< --index-cache-pages: index pages each thread caches
+  /// What every store takes: speculative lookup (smart_config.json) and the
+  /// lease of its locks (--lease-ms).
+  StoreOptions store;
 };
 
 /// A field of the result line (after "retries per op") and of the CSV
@@ -59,16 +63,6 @@ struct KvBenchCounter {
 template <typename Stats>
 using KvBenchCounterField = std::pair<const char*, uint64_t Stats::*>;
 
-/// Each of `fields` in `now` less its value in `before`: a store's counters
-/// during the run, from snapshots of its statistics.
-template <typename Stats, size_t N>
-std::vector<KvBenchCounter> CountersSince(const Stats& before, const Stats& now,
-                                          const KvBenchCounterField<Stats> (&fields)[N]) {
-  std::vector<KvBenchCounter> out;
-  for (const auto& [label, field] : fields) out.push_back({label, now.*field - before.*field});
-  return out;
-}
-
 /// An open store and its counters, for one run; destroyed before the
 /// initiator it was opened on.
 class KvBenchRun {
@@ -86,6 +80,34 @@ class KvBenchRun {
   virtual std::vector<KvBenchField> result_fields() const { return {}; }
   /// The store's counters during the run (since run_starts()), for the log.
   virtual std::vector<KvBenchCounter> run_counters() const { return {}; }
+};
+
+/// A KvBenchRun over a store that keeps its statistics in a struct `Stats`
+/// of uint64_t counters: it takes a snapshot when the run starts, and its
+/// run_counters() are the fields it was built with, each less its value in
+/// that snapshot.
+template <typename Stats>
+class KvBenchRunWithStats : public KvBenchRun {
+ public:
+  void run_starts() override { before_ = stats(); }
+  std::vector<KvBenchCounter> run_counters() const override {
+    const Stats now = stats();
+    std::vector<KvBenchCounter> out;
+    for (const auto& [label, field] : fields_) out.push_back({label, now.*field - before_.*field});
+    return out;
+  }
+
+ protected:
+  /// `fields`: the counters the log shows after the run, in order.
+  explicit KvBenchRunWithStats(std::vector<KvBenchCounterField<Stats>> fields) : fields_(std::move(fields)) {}
+  /// The store's statistics now.
+  virtual Stats stats() const = 0;
+  /// Its statistics when the run started.
+  const Stats& before() const { return before_; }
+
+ private:
+  std::vector<KvBenchCounterField<Stats>> fields_;
+  Stats before_{};
 };
 
 /// What one store brings to the key-value bench.

@@ -13,6 +13,7 @@ bad --dataset ycsb-e -- scan
 bad --dataset ycsb-q -- ycsb-q
 bad --zipf 1.5 -- zipfian
 bad --no-such-flag -- no-such-flag
+bad --lease-ms 5 -- lease-ms
 pass "every bad argument was refused with exit 2 and named"
 
 # The other programs: a usage error exits 2 and names what was wrong; --help

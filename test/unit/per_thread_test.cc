@@ -210,5 +210,34 @@ TEST(AddCounters, AddsEveryMemberAndLeavesTheSourceAlone) {
   EXPECT_EQ(more.first, 10u);
 }
 
+// sum_of adds numbers, and structs of counters member by member, over the
+// values of every thread that built one.
+TEST(PerThread, SumOfAddsNumbersAndCounterStructsOverEveryThread) {
+  struct State {
+    uint64_t retries = 0;
+    ThreeCounters counters;
+  };
+  PerThread<State> states;
+  std::vector<std::thread> threads;
+  std::atomic<int> arrived{0};
+  for (int t = 1; t <= 3; ++t) {
+    threads.emplace_back([&, t] {
+      State& s = states.get();
+      s.retries = static_cast<uint64_t>(t);
+      s.counters = ThreeCounters{uint64_t(t) * 10, 1, uint64_t(t) << 40};
+      arrived.fetch_add(1);
+      while (arrived.load() < 3) std::this_thread::yield();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(states.sum_of([](const State& s) { return s.retries; }), 6u);
+  const ThreeCounters total = states.sum_of([](const State& s) { return s.counters; });
+  EXPECT_EQ(total.first, 60u);
+  EXPECT_EQ(total.second, 3u);
+  EXPECT_EQ(total.third, uint64_t{6} << 40);
+  const PerThread<State> none;
+  EXPECT_EQ(none.sum_of([](const State& s) { return s.retries; }), 0u);
+}
+
 }  // namespace
 }  // namespace smart

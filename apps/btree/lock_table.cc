@@ -2,7 +2,8 @@
 // one 8-byte word per hash of a page address, holding the framework's lock
 // word (owner session, thread, task, lease: include/smart/remote_lock.h), and
 // HOCL in front of it: a local lock per word shared by the client's
-// threads, so that its tasks queue locally (parked, in FIFO order) and the
+// threads, so that its tasks queue locally (parked, in FIFO order; see
+// PassTurn for a waiter of another thread, which may not run) and the
 // remote word is handed from one local holder to the next (at most
 // kMaxHandovers times in a row) without a release and a CAS.
 //
@@ -20,6 +21,7 @@
 // page again after the fence. A word of this client's own session is never
 // taken by lease: the client knows whether one of its tasks holds it.
 #include <immintrin.h>
+#include <sched.h>
 
 #include "smart/fault_injection.h"
 #include "tree_internal.h"
@@ -32,10 +34,23 @@ namespace {
 // next_lock_lease).
 constexpr uint32_t kLeaseStride = 64;
 
+// Spins on a taken guard before yielding the core (GuardLock).
+constexpr int kGuardSpins = 100;
+
+// The guard of a local lock's queue: held for a few instructions, but its
+// holder may be descheduled inside them (more threads than cores), so a
+// waiter that spun a while gives its core away instead of spinning out the
+// holder's absence.
 class GuardLock {
  public:
   explicit GuardLock(LocalLock* local) : local_(local) {
-    while (local_->guard.exchange(true, std::memory_order_acquire)) _mm_pause();
+    for (int spins = 0; local_->guard.exchange(true, std::memory_order_acquire); ++spins) {
+      if (spins < kGuardSpins) {
+        _mm_pause();
+      } else {
+        sched_yield();
+      }
+    }
   }
   ~GuardLock() { local_->guard.store(false, std::memory_order_release); }
 
@@ -43,38 +58,98 @@ class GuardLock {
   LocalLock* local_;
 };
 
+// What a queued waiter is told (LocalLocks::granted).
+constexpr uint8_t kWaiting = 0;  // still queued
+constexpr uint8_t kTurn = 1;     // the turn is yours (handed over directly)
+constexpr uint8_t kCompete = 2;  // the turn is free: take it if nobody did first
+
+// Queues the calling task on `local` (at the head when it lost a turn it
+// was called to), with the guard held.
+void Enqueue(BTree::LocalLocks& all, LocalLock* local, int me, bool first) {
+  all.granted[me].store(kWaiting, std::memory_order_relaxed);
+  if (first) {
+    all.next[me] = local->head;
+    local->head = me;
+    if (local->tail < 0) local->tail = me;
+    return;
+  }
+  all.next[me] = -1;
+  if (local->tail < 0) {
+    local->head = me;
+  } else {
+    all.next[local->tail] = me;
+  }
+  local->tail = me;
+}
+
+// Takes waiter `me` out of the queue of `local`, with the guard held (it
+// is queued: nobody told it anything yet).
+void Unlink(BTree::LocalLocks& all, LocalLock* local, int me) {
+  int before = -1;
+  for (int w = local->head; w != me; w = all.next[w]) before = w;
+  if (before < 0) {
+    local->head = all.next[me];
+  } else {
+    all.next[before] = all.next[me];
+  }
+  if (local->tail == me) local->tail = before;
+}
+
+// Takes the turn on `local` if it is free, with the guard held.
+bool TakeIfFree(LocalLock* local) {
+  if (local->held.load(std::memory_order_relaxed)) return false;
+  local->held.store(true, std::memory_order_relaxed);
+  return true;
+}
+
 // Waits for the turn on `local`, parked (inside a task) or spinning
-// (outside one, where nothing else of the thread runs).
+// (outside one, where nothing else of the thread runs). A waiter called to
+// compete for a freed turn takes it if it is still free, else queues again
+// at the head. A parked waiter that finds the turn free (its thread's
+// LockWaker looks between rounds) takes it without waiting to be told, so
+// that a free turn never waits for a thread the OS does not run.
 void TakeTurn(BTree::LocalLocks& all, BTree::ThreadContext& tc, LocalLock* local) {
   const int task = this_task::id();
   const int me = ThreadId() * kMaxTasksPerThread + task;
-  {
-    GuardLock g(local);
-    if (!local->held) {
-      local->held = true;
-      return;
+  for (bool called = false;; called = true) {
+    {
+      GuardLock g(local);
+      if (TakeIfFree(local)) return;
+      Enqueue(all, local, me, called);
     }
-    all.granted[me].store(false, std::memory_order_relaxed);
-    all.next[me] = -1;
-    if (local->tail < 0) {
-      local->head = me;
-    } else {
-      all.next[local->tail] = me;
+    FaultPoint("bt.lock.queued");
+    const bool parks = task != 0;
+    if (parks) {
+      TaskPool* pool = TaskPool::Current();
+      if (tc.waker.pool_serial != pool->serial()) {
+        pool->attach_poller(&tc.waker);
+        tc.waker.pool_serial = pool->serial();
+      }
+      tc.waker.park(task, local);
     }
-    local->tail = me;
+    uint8_t told;
+    bool taken = false;
+    while ((told = all.granted[me].load(std::memory_order_acquire)) == kWaiting) {
+      if (!local->held.load(std::memory_order_relaxed)) {
+        GuardLock g(local);
+        // Still queued (told nothing: PassTurn tells under the guard).
+        if (all.granted[me].load(std::memory_order_relaxed) == kWaiting && TakeIfFree(local)) {
+          Unlink(all, local, me);
+          taken = true;
+          break;
+        }
+        continue;
+      }
+      if (parks) {
+        this_task::wait();
+      } else {
+        _mm_pause();
+      }
+    }
+    if (parks) tc.waker.unpark(task);
+    if (taken) return;
+    if (told == kTurn) return;
   }
-  if (task == 0) {
-    while (!all.granted[me].load(std::memory_order_acquire)) _mm_pause();
-    return;
-  }
-  TaskPool* pool = TaskPool::Current();
-  if (tc.waker.pool_serial != pool->serial()) {
-    pool->attach_poller(&tc.waker);
-    tc.waker.pool_serial = pool->serial();
-  }
-  ++tc.waker.parked;
-  while (!all.granted[me].load(std::memory_order_acquire)) this_task::wait();
-  --tc.waker.parked;
 }
 
 bool HasWaiters(LocalLock* local) {
@@ -82,20 +157,29 @@ bool HasWaiters(LocalLock* local) {
   return local->head >= 0;
 }
 
-// Passes the turn to the first waiter, or frees it.
+// Ends the calling task's turn. The first waiter gets it directly when it
+// is a task of this thread (which runs now); a waiter of another thread is
+// called to compete for it instead, and the turn is freed: that thread may
+// be off its core (more threads than cores, a stopped process), and a turn
+// handed to it would stall the lock, and everyone queued behind, until the
+// OS runs it again (a lock convoy). Meanwhile any running task may take
+// the free turn, a newcomer or a parked waiter whose thread looks; the
+// called waiter takes it if still free, else queues again at the head.
 void PassTurn(BTree::LocalLocks& all, LocalLock* local) {
   int next;
   {
     GuardLock g(local);
     next = local->head;
     if (next < 0) {
-      local->held = false;
+      local->held.store(false, std::memory_order_relaxed);
       return;
     }
     local->head = all.next[next];
     if (local->head < 0) local->tail = -1;
+    const bool mine = next / kMaxTasksPerThread == ThreadId();
+    if (!mine) local->held.store(false, std::memory_order_relaxed);
+    all.granted[next].store(mine ? kTurn : kCompete, std::memory_order_release);
   }
-  all.granted[next].store(true, std::memory_order_release);
   const int thread = next / kMaxTasksPerThread, task = next % kMaxTasksPerThread;
   if (thread == ThreadId()) {
     this_task::notify(task);
@@ -106,6 +190,21 @@ void PassTurn(BTree::LocalLocks& all, LocalLock* local) {
 
 }  // namespace
 
+void LockWaker::park(int task, LocalLock* local) {
+  waiting_on[task] = local;
+  parked_tasks.push_back(task);
+}
+
+void LockWaker::unpark(int task) {
+  waiting_on[task] = nullptr;
+  for (size_t i = 0; i < parked_tasks.size(); ++i) {
+    if (parked_tasks[i] != task) continue;
+    parked_tasks[i] = parked_tasks.back();
+    parked_tasks.pop_back();
+    return;
+  }
+}
+
 int LockWaker::poll() {
   int woken = 0;
   if (mailbox == nullptr) return 0;
@@ -115,6 +214,14 @@ int LockWaker::poll() {
     while (bits != 0) {
       this_task::notify(64 * static_cast<int>(&word - mailbox->bits) + __builtin_ctzll(bits));
       bits &= bits - 1;
+      ++woken;
+    }
+  }
+  // Parked waiters whose turn is free (its holder called a waiter of a
+  // thread that may not run) look again.
+  for (const int task : parked_tasks) {
+    if (!waiting_on[task]->held.load(std::memory_order_relaxed)) {
+      this_task::notify(task);
       ++woken;
     }
   }

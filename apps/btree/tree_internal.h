@@ -61,7 +61,7 @@ constexpr size_t kRootWordOffset = 24;
 // session that a hand-over chain holds from one a failed release left.
 struct LocalLock {
   std::atomic<bool> guard{false};
-  bool held = false;        // some task has the turn
+  std::atomic<bool> held{false};  // some task has the turn (set under the guard; read outside as a hint)
   uint8_t handovers = 0;    // hand-overs in a row without a remote release
   int32_t head = -1;        // waiting tasks (thread * kMaxTasksPerThread + task)
   int32_t tail = -1;
@@ -86,11 +86,11 @@ struct BTree::LocalLocks {
       : nodes(nodes),
         locks(new LocalLock[static_cast<size_t>(nodes) * kLockCount]),
         next(new int32_t[kMaxThreads * kMaxTasksPerThread]),
-        granted(new std::atomic<bool>[kMaxThreads * kMaxTasksPerThread]),
+        granted(new std::atomic<uint8_t>[kMaxThreads * kMaxTasksPerThread]),
         held(new std::atomic<uint64_t>[kMaxThreads * kMaxTasksPerThread]),
         mailboxes(new LockMailbox[kMaxThreads]) {
     for (int i = 0; i < kMaxThreads * kMaxTasksPerThread; ++i) {
-      granted[i].store(false, std::memory_order_relaxed);
+      granted[i].store(0, std::memory_order_relaxed);
       held[i].store(0, std::memory_order_relaxed);
     }
     for (int i = 0; i < kMaxThreads; ++i) {
@@ -101,7 +101,7 @@ struct BTree::LocalLocks {
   const int nodes;                                // memory nodes the tree spans
   std::unique_ptr<LocalLock[]> locks;
   std::unique_ptr<int32_t[]> next;                // queue links, per waiter
-  std::unique_ptr<std::atomic<bool>[]> granted;  // per waiter: its turn came
+  std::unique_ptr<std::atomic<uint8_t>[]> granted;  // per waiter: what it is told (lock_table.cc)
   // Per task (thread * kMaxTasksPerThread + task): the lock word it put in
   // a remote lock (or is about to put there by CAS, or to renew it to),
   // else 0. Words name their task and carry a lease counter that no other
@@ -115,10 +115,17 @@ struct BTree::LocalLocks {
 class LockWaker : public CompletionPoller {
  public:
   int poll() override;
-  bool pending() const override { return parked > 0; }
+  bool pending() const override { return !parked_tasks.empty(); }
+  // Task `task` of this thread parks waiting for the turn on `local`, or
+  // stops waiting.
+  void park(int task, LocalLock* local);
+  void unpark(int task);
   LockMailbox* mailbox = nullptr;
-  int parked = 0;
   uint64_t pool_serial = 0;  // the pool it is attached to
+
+ private:
+  std::vector<int> parked_tasks;                       // this thread's parked waiters
+  LocalLock* waiting_on[kMaxTasksPerThread] = {};      // per task: the lock it waits for
 };
 
 // Index of the lock of `page` in its blade's lock table.

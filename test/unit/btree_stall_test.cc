@@ -401,6 +401,85 @@ TEST_F(BTreeStallTest, AWriterWhoseDescentMovedRightAddsTheSeparatorAStoppedSpli
   EXPECT_EQ(keys, 46u + 44u + 2u);
 }
 
+// A page's local turn never waits for a thread the OS does not run: holder
+// H ends its turn while the first waiter queued behind it belongs to thread
+// B, which is held (as a descheduled thread would be), and a waiter of
+// thread C is queued behind B's. C must get the turn and finish while B is
+// still held; B gets it once it runs again.
+TEST_F(BTreeStallTest, ATurnEndedWhileTheNextWaitersThreadIsOffItsCoreGoesToAThreadThatRuns) {
+  options_.lease.lease_ns = 60000000000ull;  // nobody is taken over here
+  Open();
+  FillOneLine();
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::thread::id b_id, c_id;
+  bool b_queued = false, c_queued = false, b_released = false, c_done = false;
+  SetFaultPointHook("bt.lock.queued", [&] {
+    std::unique_lock<std::mutex> lock(mutex);
+    if (std::this_thread::get_id() == b_id && !b_queued) {
+      b_queued = true;
+      changed.notify_all();
+      changed.wait(lock, [&] { return b_released; });  // B is off its core
+    } else if (std::this_thread::get_id() == c_id) {
+      c_queued = true;
+      changed.notify_all();
+    }
+  });
+  PointGate holder_gate("bt.leaf.write_checked");
+  Status h_status, b_status, c_status;
+  std::thread h([&] {
+    holder_gate.Target();
+    h_status = a_->update(1, "H");
+    holder_gate.Done();
+  });
+  ASSERT_TRUE(holder_gate.WaitReached()) << h_status.ToString();
+  std::thread b([&] {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      b_id = std::this_thread::get_id();
+    }
+    b_status = a_->update(2, "B");
+  });
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return b_queued; });
+  }
+  std::thread c([&] {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      c_id = std::this_thread::get_id();
+    }
+    c_status = a_->update(3, "C");
+    std::lock_guard<std::mutex> lock(mutex);
+    c_done = true;
+    changed.notify_all();
+  });
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return c_queued; });
+  }
+  holder_gate.Release();
+  h.join();
+  bool c_finished_while_b_held;
+  {
+    // A bound only so that a failing build ends: C needs microseconds.
+    std::unique_lock<std::mutex> lock(mutex);
+    c_finished_while_b_held = changed.wait_for(lock, std::chrono::seconds(20), [&] { return c_done; });
+    b_released = true;
+    changed.notify_all();
+  }
+  b.join();
+  c.join();
+  SetFaultPointHook("bt.lock.queued", {});
+  EXPECT_TRUE(c_finished_while_b_held) << "the turn waited for the thread that was off its core";
+  EXPECT_TRUE(h_status.ok()) << h_status.ToString();
+  EXPECT_TRUE(b_status.ok()) << b_status.ToString();
+  EXPECT_TRUE(c_status.ok()) << c_status.ToString();
+  EXPECT_EQ(Get(*a_, 1), "H");
+  EXPECT_EQ(Get(*a_, 2), "B");
+  EXPECT_EQ(Get(*a_, 3), "C");
+}
+
 // Two threads of one client, one held with the lock for many leases: the
 // other cannot fence it (that would end its own session) and must not take
 // the word by lease; it waits, then both updates stand.

@@ -242,12 +242,12 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
       // different buckets and slots and the duplicate removal runs.
       const int pick = this_task::id() + ThreadId() * 7;
       int with_room[kCandidateBuckets];
-      int rooms = 0;
+      int roomy = 0;
       for (int b = 0; b < v.count; ++b) {
-        if (choice.empties[b] > 0) with_room[rooms++] = b;
+        if (choice.empties[b] > 0) with_room[roomy++] = b;
       }
-      best_bucket = with_room[pick % rooms];
-      int skip = (pick / rooms) % choice.empties[best_bucket];
+      best_bucket = with_room[pick % roomy];
+      int skip = (pick / roomy) % choice.empties[best_bucket];
       for (int j = 0; j < kSlotsPerBucket; ++j) {
         const uint64_t slot = v.slot(best_bucket, j);
         if (!SlotEmpty(slot) || SlotFrozen(slot) || skip-- > 0) continue;

@@ -24,6 +24,10 @@ namespace smart {
 
 namespace ctx = boost::context;
 
+// Empty scheduler rounds in a row after which a thread yields its core
+// (TaskPool::run): tens of microseconds of polling.
+constexpr uint32_t kYieldAfterEmptyRounds = 512;
+
 namespace {
 
 size_t PageSize() {
@@ -243,6 +247,7 @@ void TaskPool::run() {
   current_task_id = 0;
   fiber_sanitizer::SetThreadContext(&im.tasks[0].san);
   uint64_t idle_rounds = 0;
+  uint32_t empty_rounds = 0;
   while (im.alive > 0 && !im.error) {
     if (!im.run_queue.empty()) {
       im.switch_to(im.run_queue.pop());  // returns when a task hands back
@@ -258,8 +263,17 @@ void TaskPool::run() {
             Error("TaskPool: deadlock: " + std::to_string(im.alive) +
                   " task(s) wait and no poller has work in flight that could wake them"));
       }
+      // A thread that found nothing to do for this many rounds in a row
+      // waits on something slow, often another thread (a lock it holds):
+      // it offers its core, so that with more threads than cores the one
+      // it waits for is not kept off a core by this one's polling.
+      if (++empty_rounds >= kYieldAfterEmptyRounds) {
+        empty_rounds = 0;
+        sched_yield();
+      }
     } else {
       idle_rounds = 0;
+      empty_rounds = 0;
     }
   }
   // A last call: requests that a finished task left waiting for a doorbell

@@ -1,7 +1,13 @@
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -210,6 +216,95 @@ TEST(TaskPool, LeavesTheProcessSignalHandlersAloneUnlessAsked) {
   ASSERT_EQ(sigaction(SIGSEGV, nullptr, &after), 0);
   EXPECT_EQ(reinterpret_cast<void*>(after.sa_sigaction), reinterpret_cast<void*>(before.sa_sigaction))
       << "running a TaskPool installed a SIGSEGV handler";
+}
+
+// A poller that has work in flight and no event until `flag` is set or its
+// deadline passes; then it wakes task `task`.
+class FlagPoller : public CompletionPoller {
+ public:
+  FlagPoller(const std::atomic<bool>& flag, std::chrono::steady_clock::time_point deadline)
+      : flag_(flag), deadline_(deadline) {}
+  int task = 0;
+  int poll() override {
+    if (woken_ || (!flag_.load() && std::chrono::steady_clock::now() < deadline_)) return 0;
+    woken_ = true;
+    this_task::notify(task);
+    return 1;
+  }
+  bool pending() const override { return !woken_; }
+
+ private:
+  const std::atomic<bool>& flag_;
+  const std::chrono::steady_clock::time_point deadline_;
+  bool woken_ = false;
+};
+
+// A thread whose tasks all wait on something slow offers its core: two
+// real-time FIFO threads on one core (a FIFO thread keeps its core until it
+// blocks or yields), the first polling for a flag that only the second
+// sets. Without the offer the second never runs and the first gives up at
+// its deadline.
+TEST(TaskPool, AThreadWithNothingToRunOffersItsCoreToTheThreadItWaitsFor) {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool setter_ready = false, waiter_polling = false, refused = false;
+  std::atomic<bool> flag{false};
+  bool seen = false;
+  // Makes the calling thread FIFO on core 0; the OS may refuse (no
+  // CAP_SYS_NICE), and then the test skips.
+  auto real_time = [&] {
+    sched_param fifo{};
+    fifo.sched_priority = 1;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0 &&
+        pthread_setschedparam(pthread_self(), SCHED_FIFO, &fifo) == 0) {
+      return true;
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    refused = true;
+    changed.notify_all();
+    return false;
+  };
+  // The setter: real-time first, then blocked until the waiter polls.
+  std::thread setter([&] {
+    if (!real_time()) return;
+    std::unique_lock<std::mutex> lock(mutex);
+    setter_ready = true;
+    changed.notify_all();
+    changed.wait(lock, [&] { return waiter_polling; });
+    flag = true;
+  });
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return setter_ready || refused; });
+  }
+  std::thread waiter([&] {
+    if (!real_time()) return;
+    TaskPool pool;
+    FlagPoller poller(flag, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    pool.attach_poller(&poller);
+    pool.spawn([&] {
+      poller.task = this_task::id();
+      {
+        // Wakes the setter, which waits for this core.
+        std::lock_guard<std::mutex> lock(mutex);
+        waiter_polling = true;
+        changed.notify_all();
+      }
+      while (poller.pending()) this_task::wait();
+      seen = flag.load();
+    });
+    pool.run();
+    std::lock_guard<std::mutex> lock(mutex);
+    waiter_polling = true;  // the setter ends even if the waiter never polled
+    changed.notify_all();
+  });
+  waiter.join();
+  setter.join();
+  if (refused) GTEST_SKIP() << "this process may not run real-time FIFO threads";
+  EXPECT_TRUE(seen) << "the waiting thread kept its core; the thread it waited for never ran";
 }
 
 TEST(ThreadId, DenseAndReleasedWhenThreadsExit) {

@@ -192,7 +192,7 @@ int BenchMain::run_workload(const Workload& w, const TransactionConfig& config, 
   o.history_path = history_;
   o.idle_ns = config.idle_us * 1000;
   if (!check_only_) {
-    JoinStartGroup(initiator, group_, run_flags_.sync_timeout(), bench, verbose);
+    run_flags_.wait_to_start(initiator, group_, bench, verbose);
     r = RunTransactions(db, o, w.body);
     printf("%s\n", ResultLine(prefix, o, r).c_str());
     fflush(stdout);

@@ -127,7 +127,7 @@ KvBenchSettings Settle(const CLI::App& cli, const KvBenchFlags& f, const KvBench
 }
 
 // The run itself; returns the exit status. Throws smart::Error when it fails.
-int Run(KvBenchApp& app, KvBenchSettings s, const StartGroup& group, double sync_timeout) {
+int Run(KvBenchApp& app, KvBenchSettings s, const StartGroup& group, const RunFlags& run_flags) {
   const std::string program = app.program();
   const char* name = program.c_str();
   const YcsbOptions& o = s.ycsb;
@@ -154,7 +154,7 @@ int Run(KvBenchApp& app, KvBenchSettings s, const StartGroup& group, double sync
                  after.c_str());
     }
   }
-  JoinStartGroup(initiator, group, sync_timeout, program, s.verbose);
+  run_flags.wait_to_start(initiator, group, program, s.verbose);
   run->run_starts();
   const YcsbResult r = YcsbRun(store, o);
   const std::vector<KvBenchField> fields = run->result_fields();
@@ -234,7 +234,7 @@ int RunKvBench(int argc, char** argv, KvBenchApp& app) {
   }
   try {
     if (flags.quiet) SetVerbose(false);
-    return Run(app, settings, group, flags.run.sync_timeout());
+    return Run(app, settings, group, flags.run);
   } catch (const std::exception& e) {
     fprintf(stderr, "%s: %s\n", program.c_str(), e.what());
     return 1;

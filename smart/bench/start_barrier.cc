@@ -1,10 +1,15 @@
 #include "smart/bench/start_barrier.h"
 
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "smart/bench/bench.h"
@@ -136,6 +141,25 @@ void JoinStartGroup(Initiator& initiator, const StartGroup& group, double timeou
     SMART_INFO("%s: compute blade %d of %d in start group %s: arrived at %llu, started at %llu (CLOCK_REALTIME ns)",
                program.c_str(), place + 1, group.size, group.name.c_str(), static_cast<unsigned long long>(arrived),
                static_cast<unsigned long long>(realtime_ns()));
+  }
+}
+
+void WaitForStartFile(const std::string& path, double timeout_s, const std::string& program, bool verbose) {
+  if (path.empty()) return;
+  const std::string ready = path + ".ready";
+  {
+    std::ofstream out(ready);
+    if (!out) throw Error("--start-file: cannot create " + ready + ": " + std::strerror(errno));
+  }
+  if (verbose) SMART_INFO("%s: loaded; waiting for %s to start the run", program.c_str(), path.c_str());
+  const uint64_t deadline = MonotonicNs() + static_cast<uint64_t>(timeout_s * 1e9);
+  struct stat st {};
+  while (stat(path.c_str(), &st) != 0) {
+    if (MonotonicNs() > deadline) {
+      throw Error("--start-file: " + path + " did not appear within " + FormatSignificant(timeout_s) +
+                  " s (--sync-timeout)");
+    }
+    usleep(200);
   }
 }
 

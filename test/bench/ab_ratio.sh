@@ -13,13 +13,21 @@
 # --old-args --no-hocl, or --old-env 'SMART_OPTS=ThrdAwareAlloc'). Two
 # different benches (hashtable_bench against btree_bench) work too.
 #
+# Each build runs in its own source tree (TREE/build*/bin/NAME runs in
+# TREE, with TREE/config), so an older commit reads the configs it knows.
+# To compare against an older commit: git worktree add /tmp/old COMMIT,
+# build it there (./build.sh), then pass /tmp/old/build/bin/NAME as OLD.
+#
 # By default the two runs of a pair go at the same time, sharing the
 # machine: whatever else the host does then slows both alike, and on a
 # shared 2-core VM the ratio of one build against itself stays within 2%
 # (run one after the other, it spread over 0.75-1.3). Each run's absolute
 # figure is then about half of what it gets alone; the ratio is the
-# measurement. --in-turn runs them one after the other instead, alternating
-# which goes first (absolute figures as alone, much noisier ratios).
+# measurement; both timed runs start together once both loaded (each
+# bench's --start-file; a build older than that flag starts right after
+# its own load, and the script says so). --in-turn runs them one after the
+# other instead, alternating which goes first (absolute figures as alone,
+# much noisier ratios).
 #
 # WORKLOAD '-' passes no --dataset (the transaction benches, whose
 # "committed txn" rate is the throughput), e.g.
@@ -57,22 +65,49 @@ args=("$@")
 for b in "$old" "$new"; do
   [[ -x $b ]] || { echo "ab_ratio.sh: $b is not an executable" >&2; exit 2; }
 done
+old=$(realpath "$old")
+new=$(realpath "$new")
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+
+# Each build reads its own configs: a bench at TREE/build*/bin/NAME runs in
+# TREE when TREE/config holds smart_config.json, else here.
+tree_of() {
+  local dir
+  dir=$(cd "$(dirname "$1")" && pwd)
+  for _ in 1 2 3; do
+    dir=$(dirname "$dir")
+    [[ -f $dir/config/smart_config.json ]] && { echo "$dir"; return; }
+  done
+  pwd
+}
+old_tree=$(tree_of "$old")
+new_tree=$(tree_of "$new")
+# Run together, both timed runs start at once after both loads, when both
+# builds take --start-file (a build without it starts its run right after
+# its own load, so the one that loads faster starts early).
+start_files=0
+if ((together)) && "$old" --help 2>/dev/null | grep -q -- --start-file &&
+   "$new" --help 2>/dev/null | grep -q -- --start-file; then
+  start_files=1
+elif ((together)); then
+  echo "ab_ratio.sh: a build without --start-file: each timed run starts right after its own load" >&2
+fi
 
 # run SIDE FILE: runs that side's bench (old or new), writes its throughput
 # (M ops/s) to FILE.
 run() {
-  local bench extra=() env_vars=()
+  local bench tree extra=() env_vars=()
   if [[ $1 == old ]]; then
-    bench=$old extra=("${old_args[@]}") env_vars=("${old_env[@]}")
+    bench=$old tree=$old_tree extra=("${old_args[@]}") env_vars=("${old_env[@]}")
   else
-    bench=$new extra=("${new_args[@]}") env_vars=("${new_env[@]}")
+    bench=$new tree=$new_tree extra=("${new_args[@]}") env_vars=("${new_env[@]}")
   fi
   local dataset=(--dataset "$workload")
   [[ $workload == - ]] && dataset=()
-  if ! env "${env_vars[@]}" "$bench" "${args[@]}" "${extra[@]}" "${dataset[@]}" --dump-file "" --quiet \
-    >"$2.out" 2>"$2.err"; then
+  ((start_files)) && extra+=(--start-file "$2.start")
+  if ! (cd "$tree" && env "${env_vars[@]}" "$bench" "${args[@]}" "${extra[@]}" "${dataset[@]}" --dump-file "" \
+    --quiet) >"$2.out" 2>"$2.err"; then
     echo "ab_ratio.sh: $bench ($1) failed:" >&2
     tail -n 5 "$2.err" >&2
     return 1
@@ -84,8 +119,17 @@ run() {
 ratios=()
 for ((i = 1; i <= pairs; ++i)); do
   if ((together)); then
+    rm -f "$out"/*.start "$out"/*.start.ready
     run old "$out/old" & a=$!
     run new "$out/new" & b=$!
+    if ((start_files)); then
+      # Both loaded (or one ended, which its wait below reports): start both.
+      while [[ ! -f $out/old.start.ready || ! -f $out/new.start.ready ]] &&
+            kill -0 "$a" 2>/dev/null && kill -0 "$b" 2>/dev/null; do
+        sleep 0.01
+      done
+      touch "$out/old.start" "$out/new.start"
+    fi
     wait "$a" && wait "$b" || exit 1
   elif ((i % 2)); then
     run old "$out/old" && run new "$out/new" || exit 1

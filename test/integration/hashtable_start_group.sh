@@ -7,7 +7,7 @@
 # lines combine into one (tools/combine_results.py) whose counts are the
 # sums. A group with a member missing times out naming how many arrived
 # and is abandoned (its late member refuses to run alone), and a group name
-# used twice is refused.
+# used twice is refused. --start-file holds a run until a file exists.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/hashtable_lib.sh"
 start_hashtable_blade 512
@@ -73,4 +73,30 @@ grep -q "abandoned" "$WORK_DIR/late.log" || { cat "$WORK_DIR/late.log"; fail "no
 # The same name again: refused.
 if bench again --no-load --sync g1:3 --sync-timeout 5; then fail "a used start group name was accepted"; fi
 grep -q "used before" "$WORK_DIR/again.log" || { cat "$WORK_DIR/again.log"; fail "no 'used before' in the error"; }
-pass "three compute blades started together after the load; combined line; timeout, abandoned group and reused name refused"
+
+# --start-file F: after its load the bench writes F.ready and runs only once
+# F exists (no memory blade shared; test/bench/ab_ratio.sh starts two runs
+# together this way).
+F=$WORK_DIR/go
+bench filed --no-load --start-file "$F" &
+pf=$!
+for ((i = 0; i < 600; ++i)); do
+  [[ -f $F.ready ]] && break
+  kill -0 "$pf" 2>/dev/null || { cat "$WORK_DIR/filed.log"; fail "the bench ended before it wrote $F.ready"; }
+  sleep 0.1
+done
+[[ -f $F.ready ]] || fail "no $F.ready within 60 s"
+# Its run is 0.5 s: still waiting well after that means it waits for F.
+sleep 2
+kill -0 "$pf" 2>/dev/null || { cat "$WORK_DIR/filed.log"; fail "the bench ran without waiting for $F"; }
+grep -q "throughput" "$WORK_DIR/filed.log" && { cat "$WORK_DIR/filed.log"; fail "a result before $F existed"; }
+touch "$F"
+wait "$pf" || { cat "$WORK_DIR/filed.log"; fail "the bench failed after $F appeared"; }
+grep -q "throughput" "$WORK_DIR/filed.log" || { cat "$WORK_DIR/filed.log"; fail "no result after $F appeared"; }
+# A start file that never appears: an error naming it, within --sync-timeout.
+if bench unstarted --no-load --start-file "$WORK_DIR/never" --sync-timeout 0.5; then
+  fail "a run started without its start file"
+fi
+grep -q "never did not appear" "$WORK_DIR/unstarted.log" || { cat "$WORK_DIR/unstarted.log"; fail "the timeout does not name the start file"; }
+pass "three compute blades started together after the load; combined line; timeout, abandoned group and reused name refused; a start file holds the run until it exists"
+

@@ -49,4 +49,12 @@ Status WaitForStartGroup(Initiator& initiator, const StartGroup& group, uint64_t
 void JoinStartGroup(Initiator& initiator, const StartGroup& group, double timeout_s, const std::string& program,
                     bool verbose);
 
+/// For a bench's main thread, `--start-file PATH` (one host, no shared
+/// memory blade needed): creates PATH.ready, then waits until PATH exists,
+/// at most `timeout_s`, so that a script starts the timed runs of several
+/// processes together after all of them loaded (test/bench/ab_ratio.sh).
+/// Does nothing when `path` is empty. Throws smart::Error naming the file
+/// when it cannot create it or the wait times out.
+void WaitForStartFile(const std::string& path, double timeout_s, const std::string& program, bool verbose);
+
 }  // namespace smart

@@ -5,12 +5,17 @@
 /// flight. The tuner measures completed work requests per epoch (sample_cycles
 /// TSC cycles) and, in a training phase, tries the bounds initial_credit,
 /// initial_credit + credit_step, ..., max_credit and then "unbounded" (the
-/// queue depth), one epoch each. It keeps the bound that completed the most,
-/// except that unbounded wins unless the best finite bound beat it by more than
-/// inf_credit_weight (5% by default). The chosen bound holds for
-/// execution_epochs epochs, then training starts again, so the bound follows
-/// load changes. Too many outstanding requests thrash a NIC's caches; on a
-/// transport without that cliff, training settles on unbounded.
+/// queue depth), one epoch each. Unbounded wins unless the best finite bound
+/// beat it by more than inf_credit_weight (5% by default); when one did, the
+/// best of several noisy epochs may merely have been lucky, so it must win
+/// again: three pairs of epochs alternate it with unbounded, and it is kept
+/// only if the median of its ratios to unbounded is above the weight. The
+/// chosen bound holds for execution_epochs epochs, then training starts
+/// again, so the bound follows load changes; each training in a row that
+/// finds no gain doubles that period (up to 16 times), so a tuner that
+/// cannot help steps aside. Too many outstanding requests thrash a NIC's
+/// caches; on a transport without that cliff, training settles on
+/// unbounded.
 ///
 /// Backoff: per thread, for code that retries after losing a CAS race. A
 /// retry waits a truncated exponential delay with jitter (starting at
@@ -39,21 +44,34 @@ class CreditTuner {
 
   /// The bound in force.
   int bound() const { return bound_; }
-  /// True while bounds are being tried.
+  /// True while bounds are being tried (the sweep, then the check of a
+  /// finite winner).
   bool training() const { return training_; }
+  /// Epochs the chosen bound holds before the next training.
+  int64_t execution_period() const { return static_cast<int64_t>(config_.execution_epochs) << quiet_; }
   /// Feeds one epoch's completed work requests (normalised to a nominal
   /// epoch; epochs with no completions should not be fed). Returns the bound
   /// for the next epoch.
   int on_epoch(double completed);
 
  private:
+  static constexpr int kVerifyPairs = 3;
+  static constexpr int kMaxQuietDoublings = 4;
+  // Ends training with the best finite bound, or unbounded.
+  int decide(bool finite);
+
   WorkReqThrotConfig config_;
   int unbounded_;
   int bound_;
   bool training_ = true;
   double best_ = 0;
   int best_bound_;
-  int execution_epochs_ = 0;
+  int64_t execution_epochs_ = 0;
+  bool verifying_ = false;   // alternating the best finite bound with unbounded
+  double pair_finite_ = 0;   // the finite epoch of the pair under way
+  double ratios_[kVerifyPairs] = {};
+  int pairs_ = 0;
+  int quiet_ = 0;            // trainings in a row that found no gain (capped)
 };
 
 /// One thread's conflict avoidance: admission of tasks and backoff of retries.

@@ -27,11 +27,34 @@ TEST(CreditTuner, TrainsOverTheBoundsThenUnbounded) {
   EXPECT_TRUE(tuner.training());
 }
 
-TEST(CreditTuner, KeepsTheBestFiniteBoundWhenItClearlyWins) {
+TEST(CreditTuner, KeepsTheBestFiniteBoundWhenItWinsAgainAgainstUnbounded) {
   CreditTuner tuner(TunerConfig(), 256);
   // Throughput per bound: 4->100, 6->300, 8->200, 10->150, 12->120, inf->200.
   for (double rate : {100.0, 300.0, 200.0, 150.0, 120.0}) tuner.on_epoch(rate);
-  EXPECT_EQ(tuner.on_epoch(200), 6);
+  // 6 beat unbounded by more than the weight: it is checked, alternating
+  // with unbounded, three pairs.
+  std::vector<int> tried = {tuner.on_epoch(200)};
+  for (int pair = 0; pair < 3; ++pair) {
+    EXPECT_TRUE(tuner.training());
+    tried.push_back(tuner.on_epoch(300));  // bound 6
+    tried.push_back(tuner.on_epoch(200));  // unbounded
+  }
+  EXPECT_EQ(tried, (std::vector<int>{6, 256, 6, 256, 6, 256, 6}));
+  EXPECT_EQ(tuner.bound(), 6);
+  EXPECT_FALSE(tuner.training());
+}
+
+TEST(CreditTuner, AFiniteBoundThatWonByChanceLosesItsCheck) {
+  CreditTuner tuner(TunerConfig(), 256);
+  // One lucky epoch at bound 6 (300 against 200 unbounded)...
+  for (double rate : {100.0, 300.0, 200.0, 150.0, 120.0}) tuner.on_epoch(rate);
+  tuner.on_epoch(200);
+  // ...then, alternating, 6 is no better than unbounded in two pairs of three.
+  for (double finite : {200.0, 300.0, 195.0}) {
+    tuner.on_epoch(finite);
+    tuner.on_epoch(200);
+  }
+  EXPECT_EQ(tuner.bound(), 256);
   EXPECT_FALSE(tuner.training());
 }
 
@@ -40,16 +63,55 @@ TEST(CreditTuner, UnboundedWinsUnlessBeatenByMoreThanTheWeight) {
   for (double rate : {100.0, 104.0, 100.0, 100.0, 100.0}) tuner.on_epoch(rate);
   // Best finite (104) is within 5% of unbounded (100): unbounded stays.
   EXPECT_EQ(tuner.on_epoch(100), 256);
+  EXPECT_FALSE(tuner.training());
 }
 
 TEST(CreditTuner, RetrainsAfterTheExecutionEpochs) {
   CreditTuner tuner(TunerConfig(), 256);
   for (double rate : {100.0, 300.0, 200.0, 150.0, 120.0, 200.0}) tuner.on_epoch(rate);
+  for (int pair = 0; pair < 3; ++pair) {
+    tuner.on_epoch(300);
+    tuner.on_epoch(200);
+  }
   EXPECT_EQ(tuner.bound(), 6);
   tuner.on_epoch(1);
   tuner.on_epoch(1);
   EXPECT_EQ(tuner.on_epoch(1), 4);  // back to initial_credit: training again
   EXPECT_TRUE(tuner.training());
+}
+
+// A tuner that keeps finding no gain trains ever less often (it steps
+// aside), and trains at the base rate again once a bound wins.
+TEST(CreditTuner, EachTrainingInARowThatFindsNoGainDoublesTheTimeToTheNext) {
+  CreditTuner tuner(TunerConfig(), 256);  // execution_epochs 3
+  auto train_without_gain = [&] {
+    EXPECT_TRUE(tuner.training());
+    for (int i = 0; i < 6; ++i) tuner.on_epoch(100);  // 4, 6, 8, 10, 12, unbounded
+    EXPECT_FALSE(tuner.training());
+  };
+  auto epochs_until_training = [&] {
+    int n = 0;
+    while (!tuner.training()) {
+      tuner.on_epoch(100);
+      ++n;
+    }
+    return n;
+  };
+  std::vector<int64_t> periods;
+  for (int round = 0; round < 6; ++round) {
+    train_without_gain();
+    periods.push_back(tuner.execution_period());
+    EXPECT_EQ(epochs_until_training(), periods.back());
+  }
+  EXPECT_EQ(periods, (std::vector<int64_t>{6, 12, 24, 48, 48, 48}));
+  // A bound that wins (and wins its check) brings the base period back.
+  for (double rate : {100.0, 300.0, 100.0, 100.0, 100.0, 100.0}) tuner.on_epoch(rate);
+  for (int pair = 0; pair < 3; ++pair) {
+    tuner.on_epoch(300);
+    tuner.on_epoch(100);
+  }
+  EXPECT_EQ(tuner.bound(), 6);
+  EXPECT_EQ(tuner.execution_period(), 3);
 }
 
 TEST(CreditTuner, NeverExceedsTheUnboundedLimit) {

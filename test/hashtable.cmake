@@ -3,6 +3,7 @@
 add_executable(hashtable_unit_tests
   unit/hashtable_check_values_test.cc
   unit/hashtable_directory_test.cc
+  unit/hashtable_duplicates_test.cc
   unit/hashtable_failure_test.cc
   unit/hashtable_layout_test.cc
   unit/hashtable_load_test.cc

@@ -79,6 +79,7 @@ struct TableStats {
   uint64_t cas_failures = 0;       // slot CASes that lost a race
   uint64_t writes_superseded = 0;  // of those, writes done because another write of the key replaced what they read
   uint64_t duplicates_removed = 0; // copies of a key cleared after racing inserts
+  uint64_t lowest_pinned = 0;      // lowest copies published again before the copies above them went
   uint64_t splits = 0;             // subtables this client split
   uint64_t loads_batched = 0;      // keys load_batch settled with shared round trips
   uint64_t splits_recovered = 0;   // half-done splits of dead clients finished

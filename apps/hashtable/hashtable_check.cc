@@ -27,6 +27,7 @@ std::string Checker::counters() {
       {{"torn reads", s.torn_reads}, {"torn buckets", s.torn_buckets}, {"stale directory", s.stale_directory},
        {"CAS failures", s.cas_failures}, {"splits", s.splits}, {"splits of dead clients finished", s.splits_recovered},
        {"retired", s.blocks_retired}, {"reused", s.blocks_reused}, {"duplicates removed", s.duplicates_removed},
+       {"lowest copies pinned", s.lowest_pinned},
        {"slot words read again", s.slow_slot_reads}});
 }
 

@@ -13,7 +13,7 @@
 //               A key's bucket index i (one per hash) reads 128 bytes: for an
 //               even i buckets 0-1 of group i/2 (main, overflow), for an odd
 //               i buckets 1-2 (overflow, main), so all three buckets hold keys.
-//   Bucket      header (local depth, suffix) and 7 slots of 8 bytes.
+//   Bucket      header (local depth, change count, suffix), 7 slots of 8 bytes.
 //   KV block    written out of place, immutable once published; a slot CAS
 //               publishes it. Trailing CRC-32C detects a torn read.
 #pragma once
@@ -117,17 +117,34 @@ inline int DirEntryDepth(uint64_t entry) { return static_cast<int>(entry & 0xff)
 inline uint64_t DepthMask(int depth) { return (uint64_t{1} << depth) - 1; }
 
 // Bucket header: the subtable's local depth and suffix, as written by the
-// last split. A client whose key does not match them used a stale directory.
+// last split, and a change count. A client whose key does not match depth
+// and suffix used a stale directory. The count (24 bits, wrapping) goes up
+// before a copy of a key that stays present is removed from a bucket pair
+// while a lower copy of the key lives in this bucket (DESIGN.md,
+// "Duplicates"): a reader that found no copy compares the headers of its
+// two reads and reads again when one moved.
+//   bits  0-7   local depth
+//   bits  8-31  change count
+//   bits 32-63  suffix
 struct BucketHeader {
-  uint32_t local_depth;
+  uint32_t depth_and_count;
   uint32_t suffix;
 };
 static_assert(sizeof(BucketHeader) == 8);
+constexpr uint64_t kHeaderCountUnit = uint64_t{1} << 8;
+constexpr uint64_t kHeaderCountMask = uint64_t{0xffffff} << 8;
 inline uint64_t EncodeBucketHeader(int local_depth, uint64_t suffix) {
-  return static_cast<uint64_t>(local_depth) | (suffix << 32);
+  return static_cast<uint64_t>(local_depth & 0xff) | (suffix << 32);
 }
-inline int HeaderDepth(uint64_t header) { return static_cast<int>(header & 0xffffffffu); }
+inline int HeaderDepth(uint64_t header) { return static_cast<int>(header & 0xff); }
 inline uint64_t HeaderSuffix(uint64_t header) { return header >> 32; }
+inline uint64_t HeaderCount(uint64_t header) { return (header & kHeaderCountMask) >> 8; }
+// The header without its change count: what a split writes.
+inline uint64_t HeaderShape(uint64_t header) { return header & ~kHeaderCountMask; }
+// `header` with its change count one up (wrapping within its bits).
+inline uint64_t HeaderBumped(uint64_t header) {
+  return HeaderShape(header) | ((header + kHeaderCountUnit) & kHeaderCountMask);
+}
 // True when a key with these directory bits belongs to the bucket's subtable.
 // A header whose depth makes no sense accepts nothing.
 inline bool HeaderAccepts(uint64_t header, uint64_t dir_bits) {

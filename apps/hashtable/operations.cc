@@ -63,7 +63,7 @@ Status Ops::search(int si, const Shard& sh, std::string_view key, const KeyHash&
       return Status::OK();
     }
   }
-  bool confirmed = false;
+  MissCheck miss;
   RetryBound bound(*this, si, sh);
   for (; bound.more(); bound.next()) {
     View v;
@@ -84,10 +84,10 @@ Status Ops::search(int si, const Shard& sh, std::string_view key, const KeyHash&
       }
       return Status::OK();
     }
-    // A miss is confirmed by a second read, which a concurrent split
-    // cannot fool twice.
-    if (!confirmed) {
-      confirmed = true;
+    // A miss is confirmed by a read that finds the buckets unchanged
+    // (MissCheck): neither a split nor duplicate removal can fool both.
+    if (!miss.confirms(v)) {
+      FaultPoint("ht.miss.confirming");
       continue;
     }
     return NotFoundStatus();
@@ -181,7 +181,7 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
     }
   }
 
-  bool confirmed = false;
+  MissCheck miss;
   RetryBound bound(*this, si, sh);
   for (; bound.more(); bound.next()) {
     View v;
@@ -210,8 +210,8 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
       continue;
     }
     if (!insert) {
-      if (!confirmed) {
-        confirmed = true;
+      if (!miss.confirms(v)) {
+        FaultPoint("ht.miss.confirming");
         continue;
       }
       release_block(sh, offset, units, tag);
@@ -358,6 +358,17 @@ Status Ops::remove_duplicates(int si, const Shard& sh, std::string_view key, con
     for (int i = 0; i < r.copies; ++i) order[i] = i;
     std::sort(order, order + r.copies,
               [&](int a, int b) { return r.all[a].slot_offset > r.all[b].slot_offset; });
+    // The copy that stays is the key's value for every reader from now on:
+    // pinned, it cannot go before the copies above it (pin_lowest).
+    FaultPoint("ht.duplicates.pinning");
+    bool pinned = false;
+    s = pin_lowest(sh, key, h, v, r.first, tb, &pinned);
+    if (!s.ok()) return s;
+    if (!pinned) {
+      g.retry_task();
+      continue;
+    }
+    FaultPoint("ht.duplicates.removing");
     bool again = false;
     for (int k = 0; k < r.copies; ++k) {
       const Copy& c = r.all[order[k]];
@@ -392,13 +403,52 @@ Status Ops::remove_duplicates(int si, const Shard& sh, std::string_view key, con
   return bound.status();
 }
 
+Status Ops::pin_lowest(const Shard& sh, std::string_view key, const KeyHash& h, const View& v, const Copy& lowest,
+                       TaskBuffers& tb, bool* pinned) {
+  *pinned = false;
+  if (SlotFrozen(lowest.slot_value)) return Status::OK();
+  const size_t units = BlockUnits(key.size(), lowest.value.size());
+  uint64_t offset;
+  uint8_t tag;
+  Status s = alloc_block(sh, units, &offset, &tag);
+  if (!s.ok()) return s;
+  EncodeBlock(key, lowest.value, tag, units, tb.new_block, (lowest.loaded ? kBlockLoaded : 0) | kBlockDerived);
+  const uint64_t desired = SlotWithParity(NewSlot(h, units, tag, offset), HeaderDepth(v.header(lowest.bucket)));
+  if (!fresh(v.read_at)) {
+    ++tc_.stats.slow_slot_reads;
+    release_block(sh, offset, units, tag);
+    return Status::OK();
+  }
+  // One doorbell, carried out in order: the header, the block, the slot.
+  const uint64_t header = v.header(lowest.bucket);
+  s = in_.compare_and_swap(tb.words + 1, GlobalAddress(sh.node, v.bucket_offset[lowest.bucket]), header,
+                           HeaderBumped(header), Option::kNone);
+  if (s.ok()) s = in_.write(tb.new_block, GlobalAddress(sh.node, offset), units * kBlockUnit, Option::kNone);
+  if (s.ok()) {
+    s = in_.compare_and_swap(tb.words, GlobalAddress(sh.node, lowest.slot_offset), lowest.slot_value, desired,
+                             Option::kSync);
+  }
+  // The block stays taken when the CAS did not complete: the slot may name
+  // it. The value is the one the slot held, so no outcome changes.
+  if (!s.ok()) return s;
+  if (tb.words[0] != lowest.slot_value) {
+    ++tc_.stats.cas_failures;
+    release_block(sh, offset, units, tag);
+    return Status::OK();
+  }
+  retire_block(sh, lowest.slot_value);
+  ++tc_.stats.lowest_pinned;
+  *pinned = true;
+  return Status::OK();
+}
+
 Status Ops::remove(int si, const Shard& sh, std::string_view key, const KeyHash& h) {
   TaskBuffers* tb = nullptr;
   Status s = task_buffers(&tb);
   if (!s.ok()) return s;
   BackoffGuard g(tc_.backoff);
   cache_erase(h.primary);
-  bool confirmed = false;
+  MissCheck miss;
   RetryBound bound(*this, si, sh);
   for (; bound.more(); bound.next()) {
     View v;
@@ -411,8 +461,8 @@ Status Ops::remove(int si, const Shard& sh, std::string_view key, const KeyHash&
       continue;
     }
     if (r.copies == 0) {
-      if (!confirmed) {
-        confirmed = true;
+      if (!miss.confirms(v)) {
+        FaultPoint("ht.miss.confirming");
         continue;
       }
       return NotFoundStatus();
@@ -435,6 +485,16 @@ Status Ops::remove(int si, const Shard& sh, std::string_view key, const KeyHash&
     if (!fresh(v.read_at)) {
       ++tc_.stats.slow_slot_reads;
       continue;
+    }
+    if (r.copies > 1) {
+      // The key stays present in its lowest copy, pinned (pin_lowest).
+      bool pinned = false;
+      s = pin_lowest(sh, key, h, v, r.first, *tb, &pinned);
+      if (!s.ok()) return s;
+      if (!pinned) {
+        g.retry_task();
+        continue;
+      }
     }
     FaultPoint("ht.remove.casing");
     s = in_.compare_and_swap(tb->words, GlobalAddress(sh.node, target->slot_offset), expected,
@@ -462,7 +522,7 @@ Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, con
   Status s = task_buffers(&tb);
   if (!s.ok()) return s;
   BackoffGuard g(tc_.backoff);
-  bool confirmed = false;
+  MissCheck miss;
   bool have_block = false;
   uint64_t offset = 0;
   uint8_t tag = 0;
@@ -484,8 +544,8 @@ Status Ops::read_modify_write(int si, const Shard& sh, std::string_view key, con
       continue;
     }
     if (r.copies == 0) {
-      if (!confirmed) {
-        confirmed = true;
+      if (!miss.confirms(v)) {
+        FaultPoint("ht.miss.confirming");
         continue;
       }
       release();

@@ -373,7 +373,8 @@ Status Ops::split_rewrite(const Shard& sh, RemoteLock& lock, const SplitPlan& pl
     const uint64_t* old = &image[g0 * words_per_group];
     const char* m = &moves[g0 * words_per_group];
     for (uint64_t b = 0; b < groups * kBucketsPerGroup; ++b) {
-      w[b * 8] = EncodeBucketHeader(plan.new_depth(), plan.suffix);
+      // The change count goes on (layout.h): readers compare it.
+      w[b * 8] = EncodeBucketHeader(plan.new_depth(), plan.suffix) | (old[b * 8] & kHeaderCountMask);
       for (int j = 0; j < kSlotsPerBucket; ++j) {
         const size_t i = b * 8 + 1 + j;
         w[i] = plan.in_old(SlotUnfrozen(old[i]), m[i]);
@@ -401,14 +402,15 @@ Status Ops::split_rewrite_in_place(const Shard& sh, RemoteLock& lock, const Spli
     // Headers first, so no slot is unfrozen under an old header.
     std::vector<uint64_t> stale_headers;
     for (uint64_t b = 0; b < groups * kBucketsPerGroup; ++b) {
-      if (w[b * 8] != header) stale_headers.push_back(b);
+      // A header already rewritten keeps its change count (layout.h).
+      if (HeaderShape(w[b * 8]) != header) stale_headers.push_back(b);
     }
     for (size_t i = 0; i < stale_headers.size(); i += kCasBatch) {
       const size_t n = std::min<size_t>(kCasBatch, stale_headers.size() - i);
       s = lock.renew();
       if (!s.ok()) return s;
       for (size_t k = 0; k < n; ++k) {
-        headers[k] = header;
+        headers[k] = header | (w[stale_headers[i + k] * 8] & kHeaderCountMask);
         s = in_.write(&headers[k], GlobalAddress(sh.node, base + kBucketSize * stale_headers[i + k]), 8,
                       k + 1 == n ? Option::kSync : Option::kNone);
         if (!s.ok()) return s;

@@ -202,6 +202,38 @@ struct FindResult {
   Copy all[kCandidateBuckets * kSlotsPerBucket];
 };
 
+// A read that found no copy of the key is confirmed by the next one: a
+// miss is reported only when that read finds no copy either and saw the
+// same candidate buckets with the same headers. A client that removes a
+// copy of a key that stays present first moves the change count of the
+// header of the bucket where the copy it keeps lies (Ops::pin_lowest); a
+// read fooled by a copy claimed below after it passed there and a copy
+// removed above before it got there read that header before the claim, so
+// its next read finds the header moved (DESIGN.md, "Duplicates").
+class MissCheck {
+ public:
+  // True when `v` (a read that found no copy) confirms the miss before it;
+  // else `v` is the miss the next read must confirm.
+  bool confirms(const View& v) {
+    bool same = count_ == v.count;
+    for (int b = 0; same && b < v.count; ++b) {
+      same = offset_[b] == v.bucket_offset[b] && header_[b] == v.header(b);
+    }
+    if (same) return true;
+    count_ = v.count;
+    for (int b = 0; b < v.count; ++b) {
+      offset_[b] = v.bucket_offset[b];
+      header_[b] = v.header(b);
+    }
+    return false;
+  }
+
+ private:
+  int count_ = -1;
+  uint64_t offset_[kCandidateBuckets] = {};
+  uint64_t header_[kCandidateBuckets] = {};
+};
+
 struct HashTable::ThreadContext {
   ThreadContext(const SmartConfig& config, size_t shards)
       : backoff(config), dirs(shards), resize_locks(shards) {}
@@ -374,6 +406,17 @@ class Ops {
   // other copy of the key but the lowest.
   Status remove_duplicates(int si, const Shard& sh, std::string_view key, const KeyHash& h, TaskBuffers& tb,
                            BackoffGuard& g, GlobalAddress own_slot, uint64_t own_value);
+  // Before this client removes copies of the key above `lowest` (the
+  // lowest copy of `v`): moves the change count of the header of lowest's
+  // bucket (MissCheck; a CAS that lost is as good, the header having moved
+  // since `v` was read), then publishes lowest's value again in a new block
+  // (kBlockDerived, so a write that loses its CAS to it tries again). From
+  // then on no client whose read came before can remove the lowest copy,
+  // which would make a copy above it the key's value just before this
+  // client removes it (DESIGN.md, "Duplicates"). *pinned: the lowest copy
+  // was published again; else the caller reads again.
+  Status pin_lowest(const Shard& sh, std::string_view key, const KeyHash& h, const View& v, const Copy& lowest,
+                    TaskBuffers& tb, bool* pinned);
   Status remove(int si, const Shard& sh, std::string_view key, const KeyHash& h);
   Status read_modify_write(int si, const Shard& sh, std::string_view key, const KeyHash& h,
                            const std::function<void(std::string*)>& modify);

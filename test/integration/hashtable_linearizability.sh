@@ -16,7 +16,12 @@
 #               insert keys of their worker's own (or search one), so that
 #               subtables split under the others;
 #   duplicates  on 8 keys, racing inserts of an absent key claim different
-#               slots (--spread-inserts) and leave copies to remove;
+#               slots (--spread-inserts) and leave copies to remove; two
+#               further processes stop for 2 s: an insert after it moved
+#               the header of its copy's bucket and before it removed the
+#               copies above (ht.duplicates.removing), a reader between a
+#               read that found no copy and its confirming read
+#               (ht.miss.confirming);
 #   stops       further processes are stopped (SIGSTOP, by fault injection)
 #               inside the windows of their operations and resumed, each
 #               2 s later, while the others go on: an insert between its read
@@ -87,6 +92,26 @@ wait_stopped() {
   return 1
 }
 
+# stop_contenders POINT...: writer 3 + i contends (STOPPED_TASKS
+# coroutines, 2 by default) with SMART_FAULTS stop@POINT[i] and is resumed
+# 2 s after it stopped there, while the others go on; waits for every
+# resume. A writer that never stops leaves $L/unstopped.i.
+stop_contenders() {
+  local points=("$@") resumers=() i victim
+  for i in "${!points[@]}"; do
+    SMART_FAULTS="stop@${points[$i]}" contender $((3 + i)) --threads 1 --coros "${STOPPED_TASKS:-2}" --duration "$D" \
+      --ops "$N"
+    victim=${CONTENDERS[-1]}
+    (
+      wait_stopped "$victim" || { echo "writer $((3 + i)) never stopped at ${points[$i]}" >"$L/unstopped.$i"; exit 0; }
+      sleep 2
+      kill -CONT "$victim"
+    ) &
+    resumers+=($!)
+  done
+  for i in "${resumers[@]}"; do wait "$i"; done
+}
+
 for w in 0 1 2; do
   SMART_FAULTS='delay=20us@cas#3+' contender $w --threads 2 --coros 4 --duration "$D" --ops "$N"
 done
@@ -104,21 +129,16 @@ case $MODE in
     wait "$VICTIM" 2>/dev/null || true
     ;;
   stops)
-    # Writer 3 + i stops at STOPS[i] (the 20th CAS: past the opening of the
-    # table, among the operations).
-    STOPS=(point:ht.insert.claiming#2 point:ht.write.casing#2 point:ht.rmw.modifying#2 point:ht.rmw.casing#2 posted:cas#20)
-    RESUMERS=()
-    for i in "${!STOPS[@]}"; do
-      SMART_FAULTS="stop@${STOPS[$i]}" contender $((3 + i)) --threads 1 --coros 2 --duration "$D" --ops "$N"
-      victim=${CONTENDERS[-1]}
-      (
-        wait_stopped "$victim" || { echo "writer $((3 + i)) never stopped at ${STOPS[$i]}" >"$L/unstopped.$i"; exit 0; }
-        sleep 2
-        kill -CONT "$victim"
-      ) &
-      RESUMERS+=($!)
-    done
-    for pid in "${RESUMERS[@]}"; do wait "$pid"; done
+    # The 20th CAS: past the opening of the table, among the operations.
+    stop_contenders point:ht.insert.claiming#2 point:ht.write.casing#2 point:ht.rmw.modifying#2 \
+      point:ht.rmw.casing#2 posted:cas#20
+    ;;
+  duplicates)
+    # An insert stopped after it moved its copy's bucket header and before
+    # it removed the copies above; a reader stopped between a read that
+    # found no copy and the read that must confirm it.
+    # Four tasks, so that the insert meets a duplicate early.
+    STOPPED_TASKS=4 stop_contenders point:ht.duplicates.removing#1 point:ht.miss.confirming#2
     ;;
 esac
 status=0
@@ -140,9 +160,11 @@ case $MODE in
     what="three clients contending on $KEYS keys while inserting their own, through $splits splits"
     ;;
   duplicates)
+    if compgen -G "$L/unstopped.*" >/dev/null; then cat "$L"/unstopped.* >&2; fail "a client never stopped at its point"; fi
     removed=$(counted "duplicates removed")
     ((removed > 0)) || fail "racing inserts left no duplicate to remove"
-    what="three clients contending on $KEYS keys with inserts spread over the slots, $removed duplicates removed"
+    what="three clients contending on $KEYS keys with inserts spread over the slots, $removed duplicates removed,"
+    what+=" one inserter stopped before removing its duplicates and one reader before confirming a miss"
     ;;
   stops)
     if compgen -G "$L/unstopped.*" >/dev/null; then cat "$L"/unstopped.* >&2; fail "a client never stopped at its point"; fi

@@ -13,6 +13,12 @@
 #            carried out (posted:cas), while a third bumps the same keys;
 #            every key must count exactly its acknowledged bumps
 #            (check-rmw: a lost update leaves it short);
+#   duplicates  a writer churns keys with inserts spread over the slots
+#            (racing inserts leave duplicates) while two more churn them:
+#            one stops after it pinned the lowest copy of a key and before
+#            it removes the copies above (ht.duplicates.removing), one
+#            between a read that found no copy and its confirming read
+#            (ht.miss.confirming); the final state must match the logs;
 #   inserts  (shm) churning writers, inserts spread over the slots, one
 #            stopped between an insert's read of the buckets and its claim
 #            (ht.insert.claiming); the final state must match the logs, one
@@ -33,13 +39,15 @@ K=$(sized 64 16)
 R=$(sized 40 6)
 check build --expected-keys 20000 "${COMMON[@]}" >/dev/null
 
-# victim NAME FAULT ARGS...: hashtable_check ARGS in the background with
-# SMART_FAULTS=FAULT, output in $L/NAME.out; waits until it stopped there,
-# and has it resumed STOP s later (while the others run). Sets VICTIM.
+# victim NAME FAULT ARGS...: hashtable_check ARGS (VICTIM_TASKS coroutines,
+# 2 by default) in the background with SMART_FAULTS=FAULT, output in
+# $L/NAME.out; waits until it stopped there, and has it resumed STOP s later
+# (while the others run). Sets VICTIM.
 victim() {
   local name=$1 fault=$2 state
   shift 2
-  SMART_FAULTS=$fault "$SMART_BIN/hashtable_check" --server "${SERVERS[0]}" "${COMMON[@]}" --threads 1 --coros 2 "$@" \
+  SMART_FAULTS=$fault "$SMART_BIN/hashtable_check" --server "${SERVERS[0]}" "${COMMON[@]}" --threads 1 \
+    --coros "${VICTIM_TASKS:-2}" "$@" \
     >"$L/$name.out" 2>&1 &
   VICTIM=$!
   for _ in $(seq 1 $((20 * 120))); do
@@ -81,6 +89,27 @@ check check-rmw --from 1000 --to $((1000 + K)) --log "$L/r1.log" --log "$L/r2.lo
 again=$(sed -n 's/.*slot words read again \([0-9]*\).*/\1/p' "$L/rmw1.out")
 ((${again:-0} > 0)) || { cat "$L/rmw1.out" >&2; fail "the read-modify-write stopped past half its wrap guard did not read again"; }
 echo "ok: read-modify-writes stopped before their check and with their CAS posted, for ${STOP} s: every bump counted once"
+
+# duplicates: 8 keys and many rounds, so that inserts of one key race.
+D0=3000
+DR=$(sized 2000 500)
+"$SMART_BIN/hashtable_check" --server "${SERVERS[0]}" "${COMMON[@]}" --spread-inserts --threads 2 --coros 4 churn \
+  --from $D0 --to $((D0 + 8)) --writer 1 --rounds $((2 * DR)) --log "$L/d1.log" >"$L/dup1.out" 2>&1 &
+CHURNER=$!
+VICTIM_TASKS=4 victim dup2 'stop@point:ht.duplicates.removing#1' --spread-inserts churn --from $D0 --to $((D0 + 8)) \
+  --writer 2 --rounds "$DR" --log "$L/d2.log"
+V2=$VICTIM
+victim dup3 'stop@point:ht.miss.confirming#1' --spread-inserts churn --from $D0 --to $((D0 + 8)) --writer 3 \
+  --rounds "$DR" --log "$L/d3.log"
+V3=$VICTIM
+finish "$CHURNER" dup1
+finish "$V2" dup2
+finish "$V3" dup3
+pinned=$(sed -n 's/.*lowest copies pinned \([0-9]*\).*/\1/p' "$L/dup2.out")
+((${pinned:-0} > 0)) || { cat "$L/dup2.out" >&2; fail "the insert stopped after its pin reports no pin"; }
+check check-log --from $D0 --to $((D0 + 8)) --log "$L/d1.log" --log "$L/d2.log" --log "$L/d3.log" >/dev/null
+echo "ok: an insert stopped after pinning the lowest copy of its key and a reader before confirming a miss, for" \
+  "${STOP} s, while a third writer churned the keys: logs and table agree"
 
 if ((ON_VERBS)); then
   pass "writers stopped inside their windows and resumed: their logs and the table agree"

@@ -77,7 +77,8 @@ BTree::ThreadContext& BTree::context() { return contexts_.get(); }
 // Called on the thread that will use the context, on its first operation.
 std::unique_ptr<BTree::ThreadContext> BTree::make_context() {
   const int id = ThreadId();
-  auto tc = std::make_unique<ThreadContext>(config_, options_.index_cache_pages);
+  auto tc = std::make_unique<ThreadContext>(config_, options_.index_cache_pages, &index_cache_used_,
+                                            options_.index_cache_budget_pages);
   tc->next_lock_lease = static_cast<uint32_t>(std::random_device()());
   BlockPoolOptions pool;
   pool.unit = kBlockUnit;

@@ -24,6 +24,7 @@
 // calls return Status and never throw.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -53,8 +54,14 @@ struct TreeOptions : StoreOptions {
   bool combine_commands = true;
   // Entries of each thread's speculative-lookup cache (power of two).
   size_t speculative_cache_entries = size_t{1} << 20;
-  // Level-1 pages each thread's index cache holds at most (0: no cache).
-  size_t index_cache_pages = 4096;
+  // Level-1 pages (1 KiB each) each thread's index cache holds at most (0:
+  // no cache), and the most all threads of this client's BTree hold
+  // together (the memory budget). A cache holds only pages its thread
+  // descended through, so a small tree costs little; the defaults cover
+  // about 100 M keys (a level-1 page covers about 30 leaves of about 30
+  // keys) for up to 8 threads, and fewer pages a thread beyond that.
+  size_t index_cache_pages = 131072;
+  size_t index_cache_budget_pages = 1048576;
 };
 
 // Counters of one thread, summed by BTree::stats().
@@ -132,6 +139,9 @@ class BTree {
   std::vector<GlobalAddress> lock_tables_;  // per node
   GlobalAddress root_word_;                 // the root pointer, on node 0
   std::shared_ptr<LocalLocks> local_locks_; // HOCL and held words, per client and tree
+  // Index cache pages all threads hold (TreeOptions::index_cache_budget_pages);
+  // declared before the contexts, whose caches count down as they go.
+  std::atomic<size_t> index_cache_used_{0};
   PerThread<ThreadContext> contexts_;
 };
 

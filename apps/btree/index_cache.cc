@@ -6,33 +6,34 @@
 // read finds the way right through sibling links. An operation that had to
 // move right invalidates the copy, and the next descent caches a fresh one.
 //
-// Bounded: at most `capacity` pages; the least recently used one is evicted
-// when a new one comes in (any capacity, including 1, is correct; 0 turns
-// the cache off).
+// Bounded: at most `capacity` pages, and none added while the caches of
+// all threads together hold their budget; the least recently used page is
+// evicted when a new one comes in (any capacity, including 1, is correct;
+// 0 turns the cache off). A thread whose cache is empty at the budget
+// caches nothing until others shrink.
 #include <algorithm>
 
 #include "tree_internal.h"
 
 namespace smart::btree {
 
-size_t IndexCache::position(uint64_t min) const {
-  return static_cast<size_t>(std::lower_bound(mins_.begin(), mins_.end(), min) - mins_.begin());
-}
+IndexCache::~IndexCache() { used_->fetch_sub(pages_.size(), std::memory_order_relaxed); }
 
-void IndexCache::erase_at(size_t i) {
-  lru_.erase(entries_[i]->lru);
-  mins_.erase(mins_.begin() + static_cast<std::ptrdiff_t>(i));
-  entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
+void IndexCache::erase(Map::iterator it) {
+  used_->fetch_sub(1, std::memory_order_relaxed);
+  lru_.erase(it->second.lru);
+  pages_.erase(it);
 }
 
 bool IndexCache::lookup(uint64_t key, GlobalAddress* leaf, uint64_t* min_key) {
   // The last cached page whose lower fence is at or below the key.
-  const size_t i = static_cast<size_t>(std::upper_bound(mins_.begin(), mins_.end(), key) - mins_.begin());
-  if (i == 0) return false;
-  Entry& e = *entries_[i - 1];
+  auto it = pages_.upper_bound(key);
+  if (it == pages_.begin()) return false;
+  --it;
+  Entry& e = it->second;
   if (!e.header.covers(key)) return false;
   *leaf = InternalChild(e.image, e.header, key);
-  *min_key = mins_[i - 1];
+  *min_key = it->first;
   if (e.lru != lru_.begin()) lru_.splice(lru_.begin(), lru_, e.lru);
   return true;
 }
@@ -40,37 +41,35 @@ bool IndexCache::lookup(uint64_t key, GlobalAddress* leaf, uint64_t* min_key) {
 void IndexCache::insert(const char* page) {
   if (capacity_ == 0) return;
   const PageHeader h = DecodeHeader(page);
-  size_t i = position(h.min);
-  if (i < mins_.size() && mins_[i] == h.min) {
+  auto found = pages_.find(h.min);
+  if (found != pages_.end()) {
     // A newer copy of the same page (same lower fence).
-    Entry& e = *entries_[i];
+    Entry& e = found->second;
     memcpy(e.image, page, kPageSize);
     e.header = h;
     lru_.splice(lru_.begin(), lru_, e.lru);
     return;
   }
-  std::unique_ptr<Entry> fresh;
-  while (mins_.size() >= capacity_) {
-    // Evict the least recently used page (its memory is reused).
-    const size_t v = position(lru_.back()->header.min);
-    lru_.pop_back();
-    fresh = std::move(entries_[v]);
-    mins_.erase(mins_.begin() + static_cast<std::ptrdiff_t>(v));
-    entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(v));
+  const bool over_budget = used_->load(std::memory_order_relaxed) >= budget_;
+  if (over_budget && pages_.empty()) return;
+  // Evict the least recently used page: one at the budget, as many as it
+  // takes at the capacity.
+  bool evicted = false;
+  while (!pages_.empty() && (pages_.size() >= capacity_ || (over_budget && !evicted))) {
+    erase(lru_.back());
+    evicted = true;
   }
-  if (!fresh) fresh = std::make_unique<Entry>();
-  memcpy(fresh->image, page, kPageSize);
-  fresh->header = h;
-  lru_.push_front(fresh.get());
-  fresh->lru = lru_.begin();
-  i = position(h.min);
-  mins_.insert(mins_.begin() + static_cast<std::ptrdiff_t>(i), h.min);
-  entries_.insert(entries_.begin() + static_cast<std::ptrdiff_t>(i), std::move(fresh));
+  auto it = pages_.try_emplace(h.min).first;
+  memcpy(it->second.image, page, kPageSize);
+  it->second.header = h;
+  lru_.push_front(it);
+  it->second.lru = lru_.begin();
+  used_->fetch_add(1, std::memory_order_relaxed);
 }
 
 void IndexCache::invalidate(uint64_t min_key) {
-  const size_t i = position(min_key);
-  if (i < mins_.size() && mins_[i] == min_key) erase_at(i);
+  auto it = pages_.find(min_key);
+  if (it != pages_.end()) erase(it);
 }
 
 }  // namespace smart::btree

@@ -140,30 +140,41 @@ inline uint32_t LockIndex(GlobalAddress page) {
 // contiguous keys); least recently used pages go first.
 class IndexCache {
  public:
-  explicit IndexCache(size_t capacity) : capacity_(capacity) {}
+  // At most `capacity` pages, and no new page while `*used` (the pages of
+  // every thread's cache together) is at `budget` or more: then this
+  // cache makes room by evicting its own.
+  IndexCache(size_t capacity, std::atomic<size_t>* used, size_t budget)
+      : capacity_(capacity), used_(used), budget_(budget) {}
+  ~IndexCache();
+  IndexCache(const IndexCache&) = delete;
+  IndexCache& operator=(const IndexCache&) = delete;
   // The leaf for `key` from a cached page covering it; *min_key names the
   // page (for invalidate). False on a miss.
   bool lookup(uint64_t key, GlobalAddress* leaf, uint64_t* min_key);
   // Caches a copy of a consistent level-1 page image.
   void insert(const char* page);
   void invalidate(uint64_t min_key);
-  size_t size() const { return mins_.size(); }
+  size_t size() const { return pages_.size(); }
   size_t capacity() const { return capacity_; }
 
  private:
+  struct Entry;
+  using Map = std::map<uint64_t, Entry>;  // by lower fence
   struct Entry {
     char image[kPageSize];
     PageHeader header;
-    std::list<Entry*>::iterator lru;
+    std::list<Map::iterator>::iterator lru;
   };
-  // Position of `min` in mins_ (or where it would go).
-  size_t position(uint64_t min) const;
-  void erase_at(size_t i);
+  void erase(Map::iterator it);
 
   size_t capacity_;
-  std::vector<uint64_t> mins_;                   // sorted lower fences
-  std::vector<std::unique_ptr<Entry>> entries_;  // entries_[i] has mins_[i]
-  std::list<Entry*> lru_;                        // most recent first
+  std::atomic<size_t>* used_;
+  size_t budget_;
+  // A map, not a sorted array: a cache of 100,000 pages fills at about the
+  // rate of operations while it warms up, and an array's insertion moves
+  // half of it each time.
+  Map pages_;
+  std::list<Map::iterator> lru_;  // most recent first
 };
 
 // A key's place as a successful search found it: the leaf's address with
@@ -185,7 +196,8 @@ struct TaskBuffers {
 };
 
 struct BTree::ThreadContext {
-  explicit ThreadContext(const SmartConfig& config, size_t cache_pages) : backoff(config), cache(cache_pages) {}
+  ThreadContext(const SmartConfig& config, size_t cache_pages, std::atomic<size_t>* cache_used, size_t cache_budget)
+      : backoff(config), cache(cache_pages, cache_used, cache_budget) {}
   Backoff backoff;
   std::unique_ptr<BlockPool> blocks;
   std::vector<TaskBuffers> tasks = std::vector<TaskBuffers>(kMaxTasksPerThread);

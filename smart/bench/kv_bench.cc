@@ -29,7 +29,7 @@ struct KvBenchFlags {
   bool no_load = false, sole_loader = false, verify = false, quiet = false;
   int load_batch = 0;
   bool no_hocl = false, no_combine = false;
-  size_t index_cache_pages = 4096;
+  size_t index_cache_pages = 131072;
   RunFlags run;
 };
 
@@ -56,7 +56,7 @@ void AddFlags(CLI::App& app, KvBenchFlags* f) {
                      "; 1: one by one; default: the store's choice)")
       ->check(CLI::Range(1, kMaxLoadBatch));
   app.add_option("--index-cache-pages", f->index_cache_pages,
-                 "index pages each thread caches (0: no index cache; stores with an index)")
+                 "index pages each thread caches at most, all threads together at most 1 GiB (0: no index cache; stores with an index)")
       ->check(CLI::Range(size_t{0}, size_t{1} << 24));
   app.add_flag("--no-hocl", f->no_hocl, "no local lock in front of the remote locks (stores that lock)");
   app.add_flag("--no-combine", f->no_combine,

@@ -2,6 +2,8 @@
 // and internal entries, the two halves of a split, value blocks.
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include <algorithm>
 #include <cstdint>
 #include <set>
@@ -239,20 +241,26 @@ TEST(BTreePage, ValueBlocksDetectTearsAndReuse) {
   EXPECT_FALSE(DecodeBlock(block, units, 42, 3, &out));  // torn
 }
 
-TEST(BTreeIndexCache, EvictsTheLeastRecentlyUsedAndInvalidates) {
-  // Three level-1 pages: [0,100) [100,200) [200,inf), each with children
-  // at offset (key / 10) * 1024 for separators 10, 20, ...
-  PageImage pages[3];
-  for (int i = 0; i < 3; ++i) {
-    PageHeader h = Header(100 * static_cast<uint64_t>(i), 100 * static_cast<uint64_t>(i + 1), i == 2, 1);
+// Level-1 pages [0,100) [100,200) ... [100 (n-1), inf), each with children
+// at offset (key / 10) * 1024 for separators 10, 20, ...
+std::vector<PageImage> LevelOnePages(int n) {
+  std::vector<PageImage> pages(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    PageHeader h = Header(100 * static_cast<uint64_t>(i), 100 * static_cast<uint64_t>(i + 1), i == n - 1, 1);
     h.leftmost = GlobalAddress(0, static_cast<uint64_t>(i) * 10 * 1024);
     std::vector<InternalEntry> entries;
     for (uint64_t k = 100 * static_cast<uint64_t>(i) + 10; k < 100 * static_cast<uint64_t>(i + 1); k += 10) {
       entries.push_back(InternalEntry{k, GlobalAddress(0, (k / 10) * 1024)});
     }
-    BuildInternal(pages[i].data(), h, entries.data(), static_cast<int>(entries.size()));
+    BuildInternal(pages[static_cast<size_t>(i)].data(), h, entries.data(), static_cast<int>(entries.size()));
   }
-  IndexCache cache(2);
+  return pages;
+}
+
+TEST(BTreeIndexCache, EvictsTheLeastRecentlyUsedAndInvalidates) {
+  std::vector<PageImage> pages = LevelOnePages(3);
+  std::atomic<size_t> used{0};
+  IndexCache cache(2, &used, 1000);
   GlobalAddress leaf;
   uint64_t min = 0;
   EXPECT_FALSE(cache.lookup(5, &leaf, &min));
@@ -273,9 +281,43 @@ TEST(BTreeIndexCache, EvictsTheLeastRecentlyUsedAndInvalidates) {
   cache.invalidate(0);
   EXPECT_FALSE(cache.lookup(99, &leaf, &min));
   EXPECT_EQ(cache.size(), 1u);
-  IndexCache off(0);
+  EXPECT_EQ(used.load(), 1u);
+  IndexCache off(0, &used, 1000);
   off.insert(pages[0].data());
   EXPECT_FALSE(off.lookup(5, &leaf, &min));
+  EXPECT_EQ(used.load(), 1u);
+}
+
+// The threads' caches share one budget: a cache at the budget makes room
+// by evicting its own pages, one with none caches nothing until another
+// gives pages back, and a cache that goes gives back all it held.
+TEST(BTreeIndexCache, ThreadsCachesShareOneBudget) {
+  std::vector<PageImage> pages = LevelOnePages(5);
+  std::atomic<size_t> used{0};
+  GlobalAddress leaf;
+  uint64_t min = 0;
+  IndexCache a(100, &used, 3);
+  {
+    IndexCache b(100, &used, 3);
+    for (int i = 0; i < 3; ++i) a.insert(pages[static_cast<size_t>(i)].data());
+    EXPECT_EQ(used.load(), 3u);
+    b.insert(pages[3].data());
+    EXPECT_EQ(b.size(), 0u) << "a cache with no pages took one past the budget";
+    EXPECT_FALSE(b.lookup(350, &leaf, &min));
+    a.insert(pages[3].data());  // evicts a's least recently used, page 0
+    EXPECT_EQ(a.size(), 3u);
+    EXPECT_EQ(used.load(), 3u);
+    EXPECT_FALSE(a.lookup(50, &leaf, &min));
+    ASSERT_TRUE(a.lookup(350, &leaf, &min));
+    a.invalidate(100);
+    EXPECT_EQ(used.load(), 2u);
+    b.insert(pages[4].data());
+    EXPECT_EQ(b.size(), 1u);
+    EXPECT_EQ(used.load(), 3u);
+  }
+  EXPECT_EQ(used.load(), 2u) << "a cache that went kept its pages counted";
+  a.insert(pages[0].data());
+  EXPECT_EQ(a.size(), 3u);
 }
 
 }  // namespace

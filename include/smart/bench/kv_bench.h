@@ -39,7 +39,7 @@ struct KvBenchSettings {
   bool verbose = true;         ///< false with --quiet
   bool hocl = true;            ///< false with --no-hocl: no local lock in front of remote locks
   bool combine_commands = true;  ///< false with --no-combine: a lock's release waits for its write
-  size_t index_cache_pages = 4096;  ///< --index-cache-pages: index pages each thread caches
+  size_t index_cache_pages = 131072;  ///< --index-cache-pages: index pages each thread caches at most
   /// What every store takes: speculative lookup (smart_config.json) and the
   /// lease of its locks (--lease-ms).
   StoreOptions store;

@@ -60,10 +60,10 @@ struct TableOptions : StoreOptions {
   // merely looks unchanged after 16 reuses of its block is never taken for
   // the one read (DESIGN.md, "Reclamation and tags"). 0 turns both off.
   uint64_t tag_wrap_guard_ns = 2000000000;
-  // Tests only: inserts pick a candidate bucket and an empty slot by task
+  // Tests only: inserts pick a candidate bucket and an empty slot at random
   // instead of the first slot of the emptiest bucket, so that racing
-  // inserts of one key land in different buckets and slots and leave
-  // duplicates for the inserters to remove.
+  // inserts of one key mostly land in different buckets and slots and
+  // leave duplicates for the inserters to remove.
   bool spread_inserts_for_tests = false;
   // Room in the directory built with the table, as a depth (2^depth
   // entries of 8 bytes, at least the table's initial depth). A table that

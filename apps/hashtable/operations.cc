@@ -35,7 +35,10 @@
 // handed back. Memory in use is bounded by the live keys plus the blocks
 // retired within one grace period and a sixteenth of the blocks retired
 // within one wrap guard.
+#include <unistd.h>
+
 #include <algorithm>
+#include <random>
 
 #include "smart/fault_injection.h"
 #include "table_internal.h"
@@ -237,10 +240,14 @@ Status Ops::write(int si, const Shard& sh, std::string_view key, const KeyHash& 
     }
     int best_bucket = choice.bucket, best_slot = choice.slot;
     if (__builtin_expect(options_.spread_inserts_for_tests, 0)) {
-      // Tests: each task picks its own candidate bucket (of those with
-      // room) and empty slot, so that racing inserts of one key land in
-      // different buckets and slots and the duplicate removal runs.
-      const int pick = this_task::id() + ThreadId() * 7;
+      // Tests: each insert picks a candidate bucket (of those with room)
+      // and an empty slot at random, so that racing inserts of one key,
+      // in one process or several, mostly land in different buckets and
+      // slots and the duplicate removal runs.
+      thread_local std::minstd_rand spread(static_cast<unsigned>(getpid()) * 7919u +
+                                           static_cast<unsigned>(ThreadId()) * 104729u +
+                                           static_cast<unsigned>(clock()));
+      const int pick = static_cast<int>(spread() % 1000003);
       int with_room[kCandidateBuckets];
       int roomy = 0;
       for (int b = 0; b < v.count; ++b) {

@@ -6,6 +6,8 @@
 //   lookup.cc      candidate bucket reads, finding a key's copies,
 //                  the speculative-lookup cache
 //   operations.cc  search, insert/update, remove, read-modify-write
+//   duplicates.cc  an insert's removal of duplicate copies; pinning the
+//                  lowest copy before copies above it go
 //   load_batch.cc  loading several keys with shared round trips
 //   split.cc       growth: splitting a full subtable, finishing a split a
 //                  dead client left half done

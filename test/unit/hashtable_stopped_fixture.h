@@ -68,6 +68,22 @@ class HashTableStoppedTest : public ::testing::Test {
     t.join();
   }
 
+  // Another client has the memory blade end this client's session, as the
+  // fence of a lock take-over does: this client's later requests are
+  // refused by its own provider (shm's soft fence), after their post.
+  void EndThisClientsSession() {
+    Initiator other(config_);
+    other.connect(0, blade_->host(), blade_->port(), 2);
+    OnOtherThread(
+        [&] {
+          auto* scratch = static_cast<uint64_t*>(other.alloc_cache(8));
+          bool ended = false;
+          ASSERT_TRUE(FenceSession(other, 0, initiator_->session(0), scratch, LeaseOptions{}, &ended).ok());
+          ASSERT_TRUE(ended);
+        },
+        &other);
+  }
+
   // Runs `op` in a task held at fault point `point` while another client
   // has the memory blade end this client's session, as the fence of a lock
   // take-over does: the slot CAS the operation then posts is refused by
@@ -78,16 +94,7 @@ class HashTableStoppedTest : public ::testing::Test {
     SetFaultPointHook(point, [&] {
       if (std::this_thread::get_id() != holder || fenced) return;
       fenced = true;
-      Initiator other(config_);
-      other.connect(0, blade_->host(), blade_->port(), 2);
-      OnOtherThread(
-          [&] {
-            auto* scratch = static_cast<uint64_t*>(other.alloc_cache(8));
-            bool ended = false;
-            ASSERT_TRUE(FenceSession(other, 0, initiator_->session(0), scratch, LeaseOptions{}, &ended).ok());
-            ASSERT_TRUE(ended);
-          },
-          &other);
+      EndThisClientsSession();
     });
     Status s;
     RunHeld(&holder, [&] { s = op(); });

@@ -119,16 +119,7 @@ TEST_F(HashTableStoppedTest, AnInsertWhoseClaimWonIsOkEvenIfRemovingADuplicateFa
       ASSERT_TRUE(table_->count_copies(key, &copies).ok());
       if (copies != 2) return;
       raced = true;
-      Initiator other(config_);
-      other.connect(0, blade_->host(), blade_->port(), 2);
-      OnOtherThread(
-          [&] {
-            auto* scratch = static_cast<uint64_t*>(other.alloc_cache(8));
-            bool ended = false;
-            ASSERT_TRUE(FenceSession(other, 0, initiator_->session(0), scratch, LeaseOptions{}, &ended).ok());
-            ASSERT_TRUE(ended);
-          },
-          &other);
+      EndThisClientsSession();
     });
     Status inserted;
     RunHeld(&holder, [&] { inserted = table_->insert(key, "late"); });

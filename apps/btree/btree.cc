@@ -57,6 +57,7 @@ std::shared_ptr<BTree::LocalLocks> OpenLocalLocks(Initiator& initiator, GlobalAd
 BTree::BTree(Initiator& initiator, const SmartConfig& config, int nodes, const TreeOptions& options)
     : initiator_(initiator), config_(config), options_(options), nodes_(nodes),
       contexts_([this] { return make_context(); }) {
+  this_task::require_outside("B+tree: opening the tree");
   if (nodes < 1 || nodes > kMaxNodes) throw Error("B+tree: the number of memory nodes must be within 1..256");
   if (options_.speculative_cache_entries & (options_.speculative_cache_entries - 1)) {
     throw Error("B+tree: speculative_cache_entries must be a power of two");

@@ -60,6 +60,7 @@ void DtxStats::add(const DtxStats& o) {
 
 Database::Database(Initiator& initiator, int blades, DatabaseOptions options)
     : initiator_(initiator), blades_(blades), options_(std::move(options)), cache_(std::make_unique<AddressCache>()) {
+  this_task::require_outside("dtx: opening the database");
   const std::string& name = options_.name;
   if (name.empty() || name.size() + 4 > kMaxRootNameLength) {
     throw Error("dtx: a database name of 1.." + std::to_string(kMaxRootNameLength - 4) + " bytes, not \"" + name +

@@ -58,8 +58,8 @@ class AddressCache;
 class Database {
  public:
   /// Opens `options.name` on memory blades 0..blades-1 (building what is not
-  /// built yet) and registers this client's log areas. Throws smart::Error
-  /// with what went wrong.
+  /// built yet) and registers this client's log areas. Call outside a task.
+  /// Throws smart::Error with what went wrong.
   Database(Initiator& initiator, int blades, DatabaseOptions options);
   ~Database();
   Database(const Database&) = delete;

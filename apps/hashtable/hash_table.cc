@@ -33,6 +33,7 @@ Status Ops::alloc_task_buffers(TaskBuffers& tb, TaskBuffers** out) {
 
 HashTable::HashTable(Initiator& initiator, const SmartConfig& config, int shards, const TableOptions& options)
     : initiator_(initiator), config_(config), options_(options), contexts_([this] { return make_context(); }) {
+  this_task::require_outside("hash table: opening the table");
   if (shards < 1 || shards > kMaxNodes) throw Error("hash table: shard count must be within 1..256");
   if (options_.speculative_cache_entries & (options_.speculative_cache_entries - 1)) {
     throw Error("hash table: speculative_cache_entries must be a power of two");

@@ -92,6 +92,10 @@ namespace this_task {
 int id();
 /// True when called inside a task of a running pool.
 bool in_task();
+/// Throws smart::Error naming `what` when called inside a task. For calls
+/// that make blocking round trips of their own (opening a store): inside a
+/// task they would poll completions that belong to the thread's tasks.
+void require_outside(const char* what);
 /// Moves the running task to the back of the run queue.
 void yield();
 /// Parks the running task until notify(id) is called for it. A notification

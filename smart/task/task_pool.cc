@@ -307,6 +307,12 @@ int id() { return current_task_id; }
 
 bool in_task() { return current_task_id != 0; }
 
+void require_outside(const char* what) {
+  if (current_task_id == 0) return;
+  throw Error(std::string(what) + ": call outside a task (it makes blocking round trips; this is task " +
+              std::to_string(current_task_id) + " of a running pool)");
+}
+
 void yield() {
   if (current_task_id == 0) {
     sched_yield();

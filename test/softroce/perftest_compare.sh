@@ -9,9 +9,11 @@
 # Each pair runs ROUNDS times, alternating, and the best rate of each counts.
 # Prints the message rates and the ratio test_rdma / perftest, and what
 # per-session memory windows cost (test_rdma with and without), then the hash
-# table's load rate and tail (hashtable_tail.sh). The ratios are
-# measurements, not pass criteria: the script fails only when a run fails or
-# a tool is missing. Logs: $SOFTROCE_OUT/perftest/.
+# table's load rate and tail (hashtable_tail.sh) and SMART-DTX's runs after
+# population against later ones (dtx_phases.sh). The ratios are
+# measurements, not pass criteria: the script fails only when a run fails, a
+# tool is missing, or dtx_phases.sh finds a slow phase (a run's P50 above 5x
+# a later run's, per unit of guest speed). Logs: $SOFTROCE_OUT/perftest/.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 SOURCE_DIR=$(cd "$here/../.." && pwd -P)
 BUILD_DIR=${1:?usage: perftest_compare.sh BUILD_DIR [SECONDS [ROUNDS]]}
@@ -196,4 +198,7 @@ rm -rf "$WORK"
 # The hash table's load rate and tail over verbs, in the same boot.
 # perftest_compare turns throttling off for itself; the table runs as configured.
 step hashtable_tail env -u SMART_OPTS "$here/hashtable_tail.sh" "$BUILD_DIR"
+# SMART-DTX's first runs after population against later ones (fails on a
+# slow phase: a run's P50 above 5x a later run's).
+step dtx_phases env -u SMART_OPTS "$here/dtx_phases.sh" "$BUILD_DIR"
 finish

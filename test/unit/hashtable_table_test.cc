@@ -431,5 +431,24 @@ TEST_F(HashTableTest, ReopensAnExistingTable) {
   EXPECT_EQ(value, "yes");
 }
 
+TEST_F(HashTableTest, OpeningInsideATaskIsRefusedWithAnError) {
+  Open(1000);
+  ASSERT_TRUE(table_->insert("kept", "yes").ok());
+  std::string error;
+  RunTasks(1, 1, [&](int) {
+    try {
+      HashTable inside(*initiator_, config_, 1, options_);
+      error = "no error";
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  });
+  EXPECT_NE(error.find("outside a task"), std::string::npos) << error;
+  // The thread's pool and the table still work.
+  std::string value;
+  RunTasks(1, 2, [&](int) { EXPECT_TRUE(table_->search("kept", &value).ok()); });
+  EXPECT_EQ(value, "yes");
+}
+
 }  // namespace
 }  // namespace smart::hashtable

@@ -42,6 +42,10 @@ struct ConflictAvoidanceConfig {
   int max_tasks = 64;                ///< coroutines admitted at most
   bool coroutine_throttling = true;  ///< env DISABLE_CORO_THROT turns it off
   bool adaptive_backoff_limit = true;  ///< let the backoff cap move with the retry rate
+  /// Check now and then that admission and backoff finish more operations
+  /// per second than both off, and set both aside for a while when they
+  /// do not (GainCheck). false: always in force, as upstream.
+  bool gain_check = true;
   /// Fixed truncation point when adaptive_backoff_limit is off.
   uint64_t fixed_backoff_limit_ns = 1750000;
 };

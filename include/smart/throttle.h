@@ -25,7 +25,10 @@
 /// number of tasks admitted to run concurrently halves, below the low mark it
 /// doubles (up to max_tasks). When the admission limit cannot move further,
 /// the backoff cap moves instead (doubles when at one task, halves when at
-/// max_tasks).
+/// max_tasks). Admission and backoff cost time where retries are cheap or
+/// rare, so Backoff checks its own gain (GainCheck): epochs with both off
+/// alternate with epochs with both on, and where on does not finish more
+/// operations per second, both step aside for a while.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +77,58 @@ class CreditTuner {
   int quiet_ = 0;            // trainings in a row that found no gain (capped)
 };
 
+/// Decides, epoch by epoch, whether a technique that can cost more than it
+/// gives stays on. It starts on, checks after `first_check_epochs`, then again
+/// after each period: three
+/// pairs of epochs alternate the technique off and on, and it stays on when
+/// the median of the on/off ratios of work done per second is at least
+/// `min_gain`; otherwise it steps aside (off) until the next check. A
+/// decision equal to the one before doubles the period (up to 16 times), so
+/// a steady workload is checked rarely; a decision that differs from the one
+/// before sets the period back to its base.
+class GainCheck {
+ public:
+  /// `period_epochs`: epochs between checks at first; `min_gain`: the
+  /// on/off ratio the technique must reach to stay on; `first_check_epochs`:
+  /// epochs before the first check.
+  GainCheck(int period_epochs, double min_gain, int first_check_epochs);
+
+  /// The technique is on for the epoch under way.
+  bool on() const { return phase_ == Phase::kOn || phase_ == Phase::kCheckOn; }
+  /// A check is under way.
+  bool checking() const { return phase_ == Phase::kCheckOff || phase_ == Phase::kCheckOn; }
+  /// Checks that ended with the technique aside.
+  uint64_t asides() const { return asides_; }
+  /// Checks that ended.
+  uint64_t checks() const { return checks_; }
+  /// The last check's median on/off ratio (0 before the first).
+  double last_gain() const { return last_gain_; }
+  /// Epochs until the next check once the current decision holds.
+  int64_t period() const { return static_cast<int64_t>(period_epochs_) << streak_; }
+  /// Feeds the epoch that just ended: the work it finished per second (any
+  /// unit, the same for every epoch). Returns whether the technique is on
+  /// for the next epoch.
+  bool on_epoch(double rate);
+
+ private:
+  enum class Phase { kOn, kAside, kCheckOff, kCheckOn };
+  static constexpr int kPairs = 3;
+  static constexpr int kMaxDoublings = 4;
+
+  int period_epochs_;
+  double min_gain_;
+  Phase phase_ = Phase::kOn;
+  int64_t until_check_;       // epochs before the next check begins
+  double off_rate_ = 0;       // the off epoch of the pair under way
+  double ratios_[kPairs] = {};
+  int pairs_ = 0;
+  int streak_ = 0;            // decisions in a row equal to the last (capped)
+  bool last_on_ = true;
+  uint64_t checks_ = 0;
+  uint64_t asides_ = 0;
+  double last_gain_ = 0;
+};
+
 /// One thread's conflict avoidance: admission of tasks and backoff of retries.
 class Backoff {
  public:
@@ -94,6 +149,12 @@ class Backoff {
 
   /// use_conflict_avoidance was on.
   bool enabled() const { return enabled_; }
+  /// Admission and backoff are in force for the epoch under way (enabled,
+  /// and not set aside by the gain check).
+  bool active() const { return enabled_ && on_; }
+  /// The gain check (conflict_avoidance.gain_check): its checks so far and
+  /// how many of them set admission and backoff aside.
+  const GainCheck& gain_check() const { return gain_; }
   /// Tasks admitted at once right now.
   int admission_limit() const { return max_credit_; }
   /// The current backoff cap.
@@ -108,8 +169,12 @@ class Backoff {
  private:
   void maybe_end_epoch();
   uint64_t jitter();
+  bool admitting() const { return on_ && coroutine_throttling_; }
 
   bool enabled_;
+  bool gain_checked_;
+  bool on_ = true;  // false while the gain check sets both techniques aside
+  GainCheck gain_;
   bool coroutine_throttling_;
   bool adaptive_limit_;
   double low_water_mark_;
@@ -124,6 +189,7 @@ class Backoff {
   std::deque<int> admission_queue_;
   std::vector<uint64_t> task_backoff_;
   std::vector<uint32_t> task_retries_;
+  std::vector<uint8_t> holds_credit_;  // the task was admitted against credit_
   uint64_t epoch_start_ = 0;
   uint64_t epoch_retries_ = 0;
   uint64_t epoch_tasks_ = 0;

@@ -256,6 +256,7 @@ SmartConfig SmartConfig::Parse(const std::string& text, const std::string& sourc
   r.get_int("conflict_avoidance.max_tasks", &a.max_tasks, false, 1, kMaxTasksPerThread - 1);
   r.get_bool("conflict_avoidance.coroutine_throttling", &a.coroutine_throttling, false);
   r.get_bool("conflict_avoidance.adaptive_backoff_limit", &a.adaptive_backoff_limit, false);
+  r.get_bool("conflict_avoidance.gain_check", &a.gain_check, false);
   a.fixed_backoff_limit_ns = a.max_backoff_ns;
   if (a.low_water_mark >= a.high_water_mark) {
     r.fail_value("conflict_avoidance.low_water_mark",

@@ -7,10 +7,19 @@ namespace smart {
 
 namespace {
 constexpr uint64_t kTasksPerEpochCheck = 16;
+// The gain check: epochs between checks at first (50 x 20 ms: a second),
+// epochs before the first,
+// and how much more work per second admission and backoff must finish to
+// stay on. Below 2% the measurement cannot tell a gain from noise.
+constexpr int kGainCheckEpochs = 50;
+constexpr int kFirstGainCheckEpochs = 5;
+constexpr double kMinGain = 1.02;
 }
 
 Backoff::Backoff(const SmartConfig& config)
     : enabled_(config.use_conflict_avoidance),
+      gain_checked_(config.conflict_avoidance.gain_check),
+      gain_(kGainCheckEpochs, kMinGain, kFirstGainCheckEpochs),
       coroutine_throttling_(config.conflict_avoidance.coroutine_throttling),
       adaptive_limit_(config.conflict_avoidance.adaptive_backoff_limit),
       low_water_mark_(config.conflict_avoidance.low_water_mark),
@@ -19,7 +28,8 @@ Backoff::Backoff(const SmartConfig& config)
       max_credit_(config.conflict_avoidance.max_tasks),
       credit_(config.conflict_avoidance.max_tasks),
       task_backoff_(kMaxTasksPerThread, 0),
-      task_retries_(kMaxTasksPerThread, 0) {
+      task_retries_(kMaxTasksPerThread, 0),
+      holds_credit_(kMaxTasksPerThread, 0) {
   const double rate = CyclesPerNanosecond();
   epoch_cycles_ = static_cast<uint64_t>(static_cast<double>(config.conflict_avoidance.epoch_us) * 1000 * rate);
   initial_cycles_ = std::max<uint64_t>(1, static_cast<uint64_t>(
@@ -46,11 +56,18 @@ void Backoff::begin_task() {
   const int task = this_task::id();
   task_backoff_[task] = initial_cycles_;
   task_retries_[task] = 0;
-  if (!enabled_ || !coroutine_throttling_ || task == 0) return;
+  holds_credit_[task] = 0;
+  if (!enabled_ || !admitting() || task == 0) return;
   admission_queue_.push_back(task);
-  while (admission_queue_.front() != task || credit_ <= 0) this_task::wait();
+  while (admitting() && (admission_queue_.front() != task || credit_ <= 0)) this_task::wait();
+  if (!admitting()) {
+    // The gain check set admission aside while this task waited.
+    admission_queue_.erase(std::find(admission_queue_.begin(), admission_queue_.end(), task));
+    return;
+  }
   admission_queue_.pop_front();
   --credit_;
+  holds_credit_[task] = 1;
   // Admission may allow more than one task: pass the turn on.
   if (!admission_queue_.empty() && credit_ > 0) this_task::notify(admission_queue_.front());
 }
@@ -61,7 +78,8 @@ void Backoff::end_task() {
   ++epoch_tasks_;
   ++retry_histogram_[std::min<uint32_t>(task_retries_[task], 8)];
   if (!enabled_) return;
-  if (coroutine_throttling_ && task != 0) {
+  if (holds_credit_[task] != 0) {
+    holds_credit_[task] = 0;
     ++credit_;
     if (!admission_queue_.empty() && credit_ > 0) this_task::notify(admission_queue_.front());
   }
@@ -73,7 +91,17 @@ void Backoff::end_task() {
 void Backoff::maybe_end_epoch() {
   const uint64_t now = Cycles();
   if (now - epoch_start_ < epoch_cycles_) return;
-  end_epoch(epoch_retries_, epoch_tasks_);
+  // The admission limit and the backoff cap adapt to retry rates seen with
+  // both in force.
+  if (on_) end_epoch(epoch_retries_, epoch_tasks_);
+  if (gain_checked_ && enabled_) {
+    const bool was_on = on_;
+    on_ = gain_.on_epoch(static_cast<double>(epoch_tasks_) / static_cast<double>(now - epoch_start_));
+    // Set aside: the tasks waiting for admission go on without it.
+    if (was_on && !on_) {
+      for (int waiting : admission_queue_) this_task::notify(waiting);
+    }
+  }
   epoch_start_ = now;
   epoch_retries_ = 0;
   epoch_tasks_ = 0;
@@ -115,7 +143,7 @@ void Backoff::retry_task(bool suspend) {
   ++task_retries_[task];
   if (!enabled_) return;
   maybe_end_epoch();
-  if (!suspend) return;
+  if (!suspend || !on_) return;
   const uint64_t delay = task_backoff_[task] + jitter();
   const uint64_t start = Cycles();
   while (Cycles() - start < delay) this_task::yield();

@@ -266,6 +266,13 @@ LATENCY_NOTES = ("Two panels. 'idle' is the paper's curve: 8 coroutines per thre
                  "in local mode the series marked '(shm +2us)' run with the shm transport's round-trip model "
                  "(shm.latency_ns = 2000).")
 
+SUPERSEDED_NOTE = ("This table's update does not retry when its slot CAS loses to another client's write of "
+                   "the same key: it read the slot within the operation, so it takes effect just before that "
+                   "write, where no reader sees it (superseded writes, docs/performance_notes_softroce.md). "
+                   "Under update-only load nearly every lost CAS is of that kind, so retries per op stay near 0 "
+                   "with or without the techniques, and the claims about retries cannot show here: the lost CAS "
+                   "costs one request, not a retry.")
+
 FIGURES = [
     Figure("3a", "Fig. 3a: 8-B READ, depth 8, QP sharing vs per-thread doorbell", "test_rdma",
            "per-thread doorbells scale where shared and multiplexed queue pairs do not",
@@ -291,7 +298,8 @@ FIGURES = [
            "(36 to 95 of 96, scaled to the threads used); test_rdma --fluctuate, as test_rdma_dyn.",
            hardware_effect="throttling pays off against RNIC cache thrashing; shm has no NIC cache"),
     Figure("5a", "Fig. 5a: RACE update-only over threads (zipf 0.99)", "hashtable",
-           "CAS retries waste IOPS: retries per op grow with threads", "threads", "Mops", fig5a),
+           "CAS retries waste IOPS: retries per op grow with threads", "threads", "Mops", fig5a,
+           notes=SUPERSEDED_NOTE),
     Figure("5b", "Fig. 5b: RACE update-only over zipf skew", "hashtable",
            "skew causes retries: throughput falls as zipf rises", "zipf theta", "Mops", fig5b),
     Figure("7", "Fig. 7: SMART-HT scale-out over compute nodes", "hashtable",
@@ -303,7 +311,7 @@ FIGURES = [
            "coroutines hide latency: more work in flight, more throughput", "Mops", "latency (us)", fig9,
            notes=LATENCY_NOTES, kind="latency"),
     Figure("14", "Fig. 14: update-only, conflict avoidance step by step", "hashtable",
-           "conflict avoidance cuts retries per op", "threads", "Mops", fig14),
+           "conflict avoidance cuts retries per op", "threads", "Mops", fig14, notes=SUPERSEDED_NOTE),
     Figure("12", "Fig. 12: SMART-BT over threads (scale-up)", "btree",
            "speculative lookup saves a round trip", "threads", "Mops", fig12),
     Figure("12so", "Fig. 12 (scale-out): SMART-BT over compute nodes", "btree",

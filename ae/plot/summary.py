@@ -54,7 +54,10 @@ def ratio_claim(num, den, what):
     if num is None or den is None:
         return None, "no data for %s (points failed or not run)" % what
     if den == 0:
-        return (float("inf") if num > 0 else None), "%s: %.4g / 0" % (what, num)
+        if num == 0:
+            # Measured, and nothing to compare: the quantity never grew.
+            return 1.0, "%s: 0 / 0 (none in either)" % what
+        return float("inf"), "%s: %.4g / 0" % (what, num)
     return num / den, "%s = %.4g / %.4g = %.2f" % (what, num, den, num / den)
 
 

@@ -82,7 +82,7 @@ const Meaning kKeys[] = {
     {"smart_config.json", "conflict_avoidance.max_tasks", "coroutines admitted at most per thread"},
     {"smart_config.json", "conflict_avoidance.coroutine_throttling", "admit fewer coroutines when the retry rate is high (DISABLE_CORO_THROT turns it off)"},
     {"smart_config.json", "conflict_avoidance.adaptive_backoff_limit", "let the backoff cap move with the retry rate"},
-    {"smart_config.json", "conflict_avoidance.gain_check", "now and then compare epochs with admission and backoff off and on, and set both aside for a while where on finishes no more operations per second; false: always in force, as upstream"},
+    {"smart_config.json", "conflict_avoidance.gain_check", "now and then compare epochs with admission and backoff off and on, and set both aside for a while where on finishes no more operations per second (a thread's own rate: what its retries cost other clients is not seen); false: always in force, as upstream"},
     {"smart_config.json", "use_speculative_lookup", "applications may answer from a cached slot, read and checked in one round trip (SMART_OPTS `SpecLookup`)"},
     {"smart_config.json", "coalesce_posts", "a task's requests wait, until no task of its thread is runnable, to go out with the other tasks' behind one doorbell (at most 32 per memory blade); auto: on verbs, off on shm; off: a doorbell per task"},
     {"smart_config.json", "experimental.qp_sharing", "threads share queue pairs (the baseline thread-aware allocation improves on)"},

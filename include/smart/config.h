@@ -44,8 +44,9 @@ struct ConflictAvoidanceConfig {
   bool adaptive_backoff_limit = true;  ///< let the backoff cap move with the retry rate
   /// Check now and then that admission and backoff finish more operations
   /// per second than both off, and set both aside for a while when they
-  /// do not (GainCheck). false: always in force, as upstream.
-  bool gain_check = true;
+  /// do not (GainCheck). Off by default: a thread's own rate does not see
+  /// what its retries without backoff cost other clients (see throttle.md).
+  bool gain_check = false;
   /// Fixed truncation point when adaptive_backoff_limit is off.
   uint64_t fixed_backoff_limit_ns = 1750000;
 };

@@ -130,7 +130,7 @@ int FindLeafKey(const char* page, uint64_t key) {
   for (int line = 1; line < kLinesPerPage; ++line) {
     const char* l = page + kLineSize * static_cast<size_t>(line);
     for (int j = 0; j < kEntriesPerLine; ++j) {
-      if ((Load16(l + 8 + 2 * j) & kMetaValid) && Load64(l + 16 + kEntrySize * j) == key) {
+      if ((Load16(l + 8 + 2 * j) & kMetaValid) && Load64(l + kLineHeadBytes + kEntrySize * j) == key) {
         return (line - 1) * kEntriesPerLine + j;
       }
     }

@@ -15,10 +15,13 @@ namespace smart::btree {
 
 constexpr size_t kPageSize = 1024;
 constexpr size_t kLineSize = 64;
-constexpr int kLinesPerPage = 16;
-constexpr int kEntriesPerLine = 3;
+constexpr int kLinesPerPage = static_cast<int>(kPageSize / kLineSize);  // 16
+// Bytes of a line before its entries: CRC-32C, version, and one 16-bit meta
+// per entry.
+constexpr size_t kLineHeadBytes = 16;
 constexpr int kEntrySize = 16;
-constexpr int kEntryLines = kLinesPerPage - 1;
+constexpr int kEntriesPerLine = static_cast<int>((kLineSize - kLineHeadBytes) / kEntrySize);  // 3
+constexpr int kEntryLines = kLinesPerPage - 1;  // line 0 holds the page header
 constexpr int kPageEntries = kEntryLines * kEntriesPerLine;  // 45
 constexpr uint32_t kPageMagic = 0x53425431;                   // "SBT1"
 constexpr uint32_t kLeafVersionFlag = 0x80000000u;
@@ -60,7 +63,7 @@ struct PageHeader {
 
 // Byte offset of entry `e` (0..44) in a page.
 inline size_t EntryOffset(int e) {
-  return kLineSize * static_cast<size_t>(1 + e / kEntriesPerLine) + 16 + kEntrySize * static_cast<size_t>(e % kEntriesPerLine);
+  return kLineSize * static_cast<size_t>(1 + e / kEntriesPerLine) + kLineHeadBytes + kEntrySize * static_cast<size_t>(e % kEntriesPerLine);
 }
 // Line (1..15) holding entry `e`.
 inline int EntryLine(int e) { return 1 + e / kEntriesPerLine; }

@@ -208,18 +208,6 @@ Status BTree::check_leaves(uint64_t* keys) {
   }
 }
 
-TreeStats BTree::stats() const {
-  TreeStats t = contexts_.sum_of([](const ThreadContext& tc) { return tc.stats; });
-  // The block pools keep their own counters; the threads' copies stay 0.
-  const BlockPoolStats b = contexts_.sum_of([](const ThreadContext& tc) { return tc.blocks->stats(); });
-  t.blocks_retired = b.blocks_retired;
-  t.blocks_reused = b.blocks_reused;
-  t.blocks_released = b.blocks_released;
-  return t;
-}
-
-uint64_t BTree::total_retries() const {
-  return contexts_.sum_of([](const ThreadContext& tc) { return tc.backoff.total_retries(); });
-}
+TreeStats BTree::stats() const { return SumStoreStats(contexts_); }
 
 }  // namespace smart::btree

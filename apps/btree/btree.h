@@ -81,9 +81,12 @@ struct TreeStats {
   uint64_t cache_invalidations = 0;
   uint64_t speculative_hits = 0;
   uint64_t speculative_misses = 0;
+  // The framework services' counters (smart/store_thread.h, SumStoreStats).
+  uint64_t retries = 0;           // operations retried after backoff
   uint64_t blocks_retired = 0;
   uint64_t blocks_reused = 0;
   uint64_t blocks_released = 0;   // value blocks never named by a page, reusable at once
+  uint64_t remote_bytes_allocated = 0;  // block memory taken from the blades
   // Stopped and failed holders (last: off the counters every operation moves).
   uint64_t holders_fenced = 0;    // take-overs by lease whose old holder's session the blade ended first
   uint64_t writes_unknown = 0;    // page writes whose completion failed (they may have landed)
@@ -92,6 +95,11 @@ struct TreeStats {
 
 class BTree {
  public:
+  // Defined in tree_internal.h.
+  struct Meta;
+  struct ThreadContext;
+  struct LocalLocks;
+
   // Opens the tree on memory nodes 0 .. nodes-1 of `initiator` (connected)
   // under the named root "btree", building what nobody built yet. Pages are
   // spread over all of them. Call outside a task. Throws smart::Error.
@@ -108,8 +116,8 @@ class BTree {
   Status scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, std::string>>* out);
 
   int nodes() const { return nodes_; }
+  // Counters of all threads, the framework services' included.
   TreeStats stats() const;
-  uint64_t total_retries() const;
 
   // --- Inspection, for tests and tools (not on the data path). ---
   // Height of the tree (1: the root is a leaf), read from the root.
@@ -119,10 +127,6 @@ class BTree {
   Status check_leaves(uint64_t* keys);
   // The leaf page holding `key` (or where it would go).
   Status leaf_of(uint64_t key, GlobalAddress* page);
-
-  struct Meta;
-  struct ThreadContext;
-  struct LocalLocks;
 
  private:
   friend class Ops;

@@ -71,7 +71,7 @@ class BTreeStore : public KvStore {
     }
     return Status::OK();
   }
-  uint64_t retries() const override { return tree_.total_retries(); }
+  uint64_t retries() const override { return tree_.stats().retries; }
 
  private:
   static Status BadKey(std::string_view key) {

@@ -21,6 +21,7 @@
 #include "page.h"
 #include "smart/block_pool.h"
 #include "smart/remote_lock.h"
+#include "smart/store_thread.h"
 #include "smart/task.h"
 #include "smart/throttle.h"
 
@@ -195,11 +196,10 @@ struct TaskBuffers {
   uint64_t* words = nullptr;  // 16 words: CAS results, lock scratch
 };
 
-struct BTree::ThreadContext {
+// The framework's backoff and block pool come from StoreThread.
+struct BTree::ThreadContext : StoreThread {
   ThreadContext(const SmartConfig& config, size_t cache_pages, std::atomic<size_t>* cache_used, size_t cache_budget)
-      : backoff(config), cache(cache_pages, cache_used, cache_budget) {}
-  Backoff backoff;
-  std::unique_ptr<BlockPool> blocks;
+      : StoreThread(config), cache(cache_pages, cache_used, cache_budget) {}
   std::vector<TaskBuffers> tasks = std::vector<TaskBuffers>(kMaxTasksPerThread);
   IndexCache cache;
   std::vector<SpeculativeEntry> speculative;

@@ -187,18 +187,6 @@ Status HashTable::capacity(int shard, uint64_t* slots, int* global_depth) {
   return Status::OK();
 }
 
-TableStats HashTable::stats() const {
-  TableStats total = contexts_.sum_of([](const ThreadContext& tc) { return tc.stats; });
-  // The block pools keep their own counters; the threads' copies stay 0.
-  const BlockPoolStats pools = contexts_.sum_of([](const ThreadContext& tc) { return tc.blocks->stats(); });
-  total.blocks_retired = pools.blocks_retired;
-  total.blocks_reused = pools.blocks_reused;
-  total.remote_bytes_allocated = pools.bytes_allocated;
-  return total;
-}
-
-uint64_t HashTable::total_retries() const {
-  return contexts_.sum_of([](const ThreadContext& tc) { return tc.backoff.total_retries(); });
-}
+TableStats HashTable::stats() const { return SumStoreStats(contexts_); }
 
 }  // namespace smart::hashtable

@@ -89,8 +89,11 @@ struct TableStats {
   uint64_t speculative_misses = 0; // cached slots that had changed
   uint64_t speculative_looks_below = 0;  // speculative reads that read the slots below their cached one too
   uint64_t slow_slot_reads = 0;    // slot words read again: too long since they were read (tag_wrap_guard_ns)
+  // The framework services' counters (smart/store_thread.h, SumStoreStats).
+  uint64_t retries = 0;            // operations retried after backoff
   uint64_t blocks_retired = 0;
   uint64_t blocks_reused = 0;
+  uint64_t blocks_released = 0;    // blocks never published, reusable at once
   uint64_t remote_bytes_allocated = 0;  // block memory taken from the blades
 };
 
@@ -98,6 +101,17 @@ enum class WriteKind : uint8_t;  // table_internal.h
 
 class HashTable {
  public:
+  // Defined in table_internal.h.
+  struct Shard;
+  struct ThreadContext;
+  // Where a key lies (locate()).
+  struct Location {
+    GlobalAddress slot;
+    uint64_t slot_value = 0;
+    GlobalAddress block;
+    size_t block_length = 0;
+  };
+
   // Opens the table on memory nodes 0 .. shards-1 of `initiator` (already
   // connected) under the named root "hashtable", building it on any shard
   // where nobody built it yet, and taking over a build whose builder died.
@@ -134,25 +148,15 @@ class HashTable {
   int shards() const { return static_cast<int>(shards_.size()); }
   // "HashTable" or "HashTableMultiShard", as in the bench output.
   const char* name() const { return shards_.size() > 1 ? "HashTableMultiShard" : "HashTable"; }
+  // Counters of all threads, the framework services' included.
   TableStats stats() const;
-  // Conflict-avoidance retries of the calling thread and of all threads.
-  uint64_t total_retries() const;
 
   // --- Inspection, for tests and tools (not on the data path). ---
   // Copies of `key` in its candidate buckets (each read and checked).
   Status count_copies(std::string_view key, int* copies);
-  struct Location {
-    GlobalAddress slot;
-    uint64_t slot_value = 0;
-    GlobalAddress block;
-    size_t block_length = 0;
-  };
   Status locate(std::string_view key, Location* location);
   // Slots in all subtables of `shard` and the directory's global depth.
   Status capacity(int shard, uint64_t* slots, int* global_depth);
-
-  struct Shard;
-  struct ThreadContext;
 
  private:
   // The calling thread's context, through the PerThread fast path (one

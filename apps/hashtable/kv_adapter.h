@@ -22,7 +22,7 @@ class HashTableStore : public KvStore {
     return table_.read_modify_write(key, modify);
   }
   Status remove(std::string_view key) override { return table_.remove(key); }
-  uint64_t retries() const override { return table_.total_retries(); }
+  uint64_t retries() const override { return table_.stats().retries; }
 
  private:
   HashTable& table_;

@@ -31,6 +31,7 @@
 #include "layout.h"
 #include "smart/block_pool.h"
 #include "smart/remote_lock.h"
+#include "smart/store_thread.h"
 #include "smart/task.h"
 #include "smart/throttle.h"
 
@@ -236,13 +237,12 @@ class MissCheck {
   uint64_t header_[kCandidateBuckets] = {};
 };
 
-struct HashTable::ThreadContext {
+// The framework's backoff and block pool (key-value blocks on every
+// shard's memory blade) come from StoreThread.
+struct HashTable::ThreadContext : StoreThread {
   ThreadContext(const SmartConfig& config, size_t shards)
-      : backoff(config), dirs(shards), resize_locks(shards) {}
-  Backoff backoff;
+      : StoreThread(config), dirs(shards), resize_locks(shards) {}
   std::vector<DirectoryCache> dirs;
-  // Key-value blocks on every shard's memory blade.
-  std::unique_ptr<smart::BlockPool> blocks;
   char* dir_buffer = nullptr;
   bool dir_buffer_busy = false;
   std::vector<TaskBuffers> tasks = std::vector<TaskBuffers>(kMaxTasksPerThread);

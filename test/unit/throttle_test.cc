@@ -1,7 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
 
+#include "smart/store_thread.h"
 #include "smart/task.h"
 #include "smart/throttle.h"
 #include "test_util.h"
@@ -217,6 +222,48 @@ TEST(Backoff, AdmissionLimitBoundsConcurrentTasks) {
   pool.run();
   EXPECT_EQ(finished, 6);
   EXPECT_EQ(most, 1);
+}
+
+// A store's counters summed over its threads: the services' from the
+// services, whatever a thread's own copy says, the rest as the threads kept
+// them.
+TEST(StoreThread, SumStoreStatsTakesRetriesFromEveryThreadsBackoff) {
+  struct Stats {
+    uint64_t operations = 0;
+    uint64_t retries = 0;
+    uint64_t blocks_retired = 0;
+    uint64_t blocks_reused = 0;
+    uint64_t blocks_released = 0;
+    uint64_t remote_bytes_allocated = 0;
+  };
+  struct Context : StoreThread {
+    using StoreThread::StoreThread;
+    Stats stats;
+  };
+  const SmartConfig config = BackoffConfig(false);
+  PerThread<Context> contexts([&] { return std::make_unique<Context>(config); });
+  std::vector<std::thread> threads;
+  std::atomic<int> arrived{0};
+  for (int t = 1; t <= 3; ++t) {
+    threads.emplace_back([&, t] {
+      Context& c = contexts.get();
+      c.backoff.begin_task();
+      for (int i = 0; i < t; ++i) c.backoff.retry_task();
+      c.backoff.end_task();
+      c.stats.operations = 10;
+      c.stats.retries = 1000;  // not the services' count: overwritten
+      // Stay alive until all three hold a thread id (an exited thread's id,
+      // and with it its context, goes to the next new thread).
+      arrived.fetch_add(1);
+      while (arrived.load() < 3) std::this_thread::yield();
+    });
+  }
+  for (auto& t : threads) t.join();
+  const Stats total = SumStoreStats(contexts);
+  EXPECT_EQ(total.operations, 30u);
+  EXPECT_EQ(total.retries, 1u + 2u + 3u);
+  EXPECT_EQ(total.blocks_retired, 0u);  // no thread built a block pool
+  EXPECT_EQ(total.remote_bytes_allocated, 0u);
 }
 
 }  // namespace

@@ -26,9 +26,12 @@
 /// doubles (up to max_tasks). When the admission limit cannot move further,
 /// the backoff cap moves instead (doubles when at one task, halves when at
 /// max_tasks). Admission and backoff cost time where retries are cheap or
-/// rare, so Backoff checks its own gain (GainCheck): epochs with both off
-/// alternate with epochs with both on, and where on does not finish more
-/// operations per second, both step aside for a while.
+/// rare. With conflict_avoidance.gain_check on (off by default), Backoff
+/// checks its own gain (GainCheck): epochs with both off alternate with
+/// epochs with both on, and where on does not finish more operations per
+/// second, both step aside for a while. A thread's own rate cannot see what
+/// its unpaced retries cost other clients, which is why the check is off
+/// unless asked for (docs/throttle.md).
 #pragma once
 
 #include <cstdint>

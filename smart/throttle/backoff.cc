@@ -7,10 +7,11 @@ namespace smart {
 
 namespace {
 constexpr uint64_t kTasksPerEpochCheck = 16;
-// The gain check: epochs between checks at first (50 x 20 ms: a second),
-// epochs before the first,
-// and how much more work per second admission and backoff must finish to
-// stay on. Below 2% the measurement cannot tell a gain from noise.
+// The gain check (conflict_avoidance.gain_check): the epochs between two
+// checks at first (50 x 20 ms: a second), the epochs a thread runs before
+// its first check, and how much more work per second admission and backoff
+// must finish to stay on. Below 2% the measurement cannot tell a gain from
+// noise.
 constexpr int kGainCheckEpochs = 50;
 constexpr int kFirstGainCheckEpochs = 5;
 constexpr double kMinGain = 1.02;

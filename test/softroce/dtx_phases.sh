@@ -24,10 +24,8 @@ BUILD_DIR=${1:?usage: dtx_phases.sh BUILD_DIR [SECONDS [RUNS]]}
 SECONDS_PER_RUN=${2:-4}
 RUNS=${3:-3}
 BIN=$BUILD_DIR/bin
-LOG_DIR=$SOFTROCE_OUT/dtx_phases
-mkdir -p "$LOG_DIR"
 source "$here/lib.sh"
-WORK=$(mktemp -d /run/dtx_phases.XXXXXX)
+bench_dirs dtx_phases
 # Populating 100 K accounts takes about 2 s over rxe, 20 K subscribers about 3 s.
 GUARD=$((SECONDS_PER_RUN * 4 + 120))
 MAX_RATIO=5
@@ -49,7 +47,7 @@ retransmissions() {
 }
 
 # field LOG NAME: a number from the bench's result line ("NAME = X").
-field() { sed -n "s/^dtx-.*[ ,]$2 = \([0-9.]*\).*/\1/p" "$1" | head -n 1; }
+field() { result_field "dtx-" "$1" "$2"; }
 
 # run_bench NAME SIZE_JSON [RUNS [FAULTS_OF_RUN_1]]: blades, RUNS runs (the
 # first with SMART_FAULTS=FAULTS_OF_RUN_1 when given), one table line per

@@ -19,18 +19,16 @@ BUILD_DIR=${1:?usage: hashtable_tail.sh BUILD_DIR [SECONDS [KEYS]]}
 SECONDS_PER_RUN=${2:-5}
 KEYS=${3:-100000}
 BIN=$BUILD_DIR/bin
-LOG_DIR=$SOFTROCE_OUT/hashtable_tail
-mkdir -p "$LOG_DIR"
 source "$here/lib.sh"
-WORK=$(mktemp -d /run/hashtable_tail.XXXXXX)
+bench_dirs hashtable_tail
 # Loading 100 K keys over rxe takes about 15 s; the guard leaves room.
 GUARD=$((SECONDS_PER_RUN * 4 + KEYS / 1000 + 120))
 
 verbs_config "$WORK/smart.json"
 export SMART_CONFIG_PATH=$WORK/smart.json
 
-# result_field LOG NAME: a number from the bench's result line.
-result_field() { sed -n "s/^HashTable: .*[ ,]$2 = \([0-9.]*\).*/\1/p" "$1" | head -n 1; }
+# field LOG NAME: a number from the bench's result line.
+field() { result_field "HashTable: " "$1" "$2"; }
 
 t_hashtable_tail() {
     cat > "$WORK/backend.json" <<JSON
@@ -55,7 +53,7 @@ JSON
         local status=$?
         cat "$LOG_DIR/$dataset.log"
         [ $status -eq 0 ] || { echo "hashtable_bench $dataset exited $status"; rc=1; break; }
-        [ -n "$(result_field "$LOG_DIR/$dataset.log" throughput)" ] || { echo "no result line for $dataset"; rc=1; break; }
+        [ -n "$(field "$LOG_DIR/$dataset.log" throughput)" ] || { echo "no result line for $dataset"; rc=1; break; }
     done
     stop_blade "$BLADE_PID"
     return $rc
@@ -69,12 +67,12 @@ echo "hashtable_tail: rxe0, hashtable_bench 2 8, $KEYS keys, ${SECONDS_PER_RUN} 
 printf '%-8s %12s %10s %10s %9s\n' workload "M ops/s" "P50 us" "P99 us" "P99/P50"
 for dataset in ycsb-c ycsb-a; do
     log=$LOG_DIR/$dataset.log
-    t=$(result_field "$log" throughput) p50=$(result_field "$log" "P50 latency") p99=$(result_field "$log" "P99 latency")
+    t=$(field "$log" throughput) p50=$(field "$log" "P50 latency") p99=$(field "$log" "P99 latency")
     [ -n "$t" ] && [ -n "$p50" ] && [ -n "$p99" ] || { printf '%-8s %s\n' "$dataset" "(no result)"; continue; }
     awk -v d="$dataset" -v t="$t" -v a="$p50" -v b="$p99" \
         'BEGIN { printf "%-8s %12s %10s %10s %8.1fx   (target <= 4x)\n", d, t, a, b, (a > 0 ? b / a : 0) }'
 done
-ycsb_a=$(result_field "$LOG_DIR/ycsb-a.log" throughput 2>/dev/null)
+ycsb_a=$(field "$LOG_DIR/ycsb-a.log" throughput 2>/dev/null)
 if [ -n "$load" ] && [ -n "$ycsb_a" ]; then
     awk -v l="$load" -v a="$ycsb_a" \
         'BEGIN { printf "load     %12s M inserts/s, %.2fx of YCSB-A   (target >= 1x)\n", l, (a > 0 ? l / a : 0) }'

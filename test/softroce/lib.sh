@@ -14,8 +14,13 @@
 #   start_blade NAME CMD...       start a memory blade; sets BLADE_PID and
 #                                 BLADE_PORT (from "listening on port N")
 #   stop_blade PID                SIGTERM it and wait
+#   bench_dirs NAME               for a bench step: LOG_DIR=$SOFTROCE_OUT/NAME
+#                                 (made) and WORK, a new folder under /run
+#   result_field PREFIX LOG NAME  the number X of "NAME = X" on the first line
+#                                 of LOG that starts with PREFIX (a bench's
+#                                 result line)
 #
-# Needs SOURCE_DIR and LOG_DIR set by the caller.
+# Needs SOURCE_DIR set by the caller, and LOG_DIR (or bench_dirs) before step.
 set -u
 
 if [ -z "${SOFTROCE_GUEST:-}" ]; then
@@ -28,6 +33,14 @@ failures=()
 blade_pids=()
 
 now() { date +%s.%N; }
+
+bench_dirs() {
+    LOG_DIR=$SOFTROCE_OUT/$1
+    mkdir -p "$LOG_DIR"
+    WORK=$(mktemp -d "/run/$1.XXXXXX")
+}
+
+result_field() { sed -n "s/^$1.*[ ,]$3 = \([0-9.]*\).*/\1/p" "$2" | head -n 1; }
 seconds_since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.2f", b-a}'; }
 
 step() {

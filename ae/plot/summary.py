@@ -303,6 +303,14 @@ def main():
             sec += ["Skipped: %s." % why, ""]
             sections += sec
             continue
+        if not os.path.exists(os.path.join(fdir, "points.csv")):
+            # Plots or CSVs left from elsewhere, but no point run into this
+            # folder: not a run that measured nothing.
+            for claim, rule, _ in rules_for(fig.id):
+                table.append("| %s | %s | %s | not run here |" % (fig.id, claim, rule))
+            sections += sec + ["Not run into this folder (it has no points.csv): `ae/run.sh --figure %s "
+                               "--out %s` runs it." % (fig.id, out), ""]
+            continue
         data, _ = load(out, fig.id)
         ok, failed = point_counts(out, fig.id)
         if os.path.exists(os.path.join(fdir, "fig-%s.png" % fig.id)):

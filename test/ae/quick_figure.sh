@@ -56,7 +56,17 @@ case $kind in
       fail "fig $fig ran on a NIC model though --no-nic-model: $(grep "^| $fig |" "$out/index.md")" ;;
 esac
 
-"$RUN" --local --quick --figure "$fig" --bin "$SMART_BIN" --out "$out" --no-plot "$@" >"$WORK_DIR/again.log" 2>&1 ||
+# Run again into the same folder, beside a figure folder with no points in
+# it (plots copied from elsewhere): the complete figure is not run again
+# and keeps its verdict, and the other is "not run here" in the summary,
+# not a run that measured nothing.
+other=10; [[ $fig == 10 ]] && other=12
+mkdir -p "$out/fig-$other"
+"$RUN" --local --quick --figure "$fig" --bin "$SMART_BIN" --out "$out" "$@" >"$WORK_DIR/again.log" 2>&1 ||
   fail "second run exited non-zero"
 grep -q "fig $fig: complete" "$WORK_DIR/again.log" || { cat "$WORK_DIR/again.log"; fail "a complete figure ran again"; }
+grep -Eq "^\| $other \| .* \| not run here \|" "$out/index.md" ||
+  fail "fig $other, never run here, is not said to be: $(grep "^| $other |" "$out/index.md")"
+grep -Eq "^\| $fig \| .*\*\*(shown|not shown|cannot be shown on shm)( \(modeled\))?\*\*" "$out/index.md" ||
+  fail "fig $fig lost its verdict when the summary was written again"
 pass "fig $fig: $series series x $rows points, CSVs, plots and summary"

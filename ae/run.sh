@@ -8,7 +8,7 @@ ROOT=$(cd "$AE_DIR/.." && pwd)
 
 usage() {
   cat <<EOF
-Usage: ae/run.sh (--local | --cluster HOSTS) [OPTIONS]
+Usage: ae/run.sh (--local | --softroce | --cluster HOSTS) [OPTIONS]
 
 Reproduces the SMART paper's figures with this build and draws each beside
 the paper's numbers (REFERENCE 7.3).
@@ -16,6 +16,13 @@ the paper's numbers (REFERENCE 7.3).
 Mode (one is required):
   --local              everything on this machine, benches on shm with their
                        memory blades inside the process; sized for 2 cores
+  --softroce           everything over verbs inside the Soft-RoCE guest of
+                       test/softroce/guest.sh (rxe, no RNIC needed): one boot,
+                       a backend and a bench process per point on the guest's
+                       loopback, sized to finish in about 20 minutes on 2
+                       cores; plots and summary are drawn on this machine
+                       after the guest is done (guest memory: SOFTROCE_MEM,
+                       default 4096 MiB here; its log in OUT/guest/)
   --cluster HOSTS      run on the hosts of HOSTS through clush (clustershell):
                        one host a line, 'memory HOST' (backends) or
                        'compute HOST' (benches); '#' starts a comment
@@ -43,6 +50,10 @@ Options:
                        Table 1) on plain shm; by default they run with the
                        shm transport's NIC model (docs/nic_model.md), scaled
                        to the threads used, and are labeled "modeled"
+  --apps-on-nic-model  with --local: the application figures (5a, 5b, 7, 8, 9,
+                       10, 11, 12, 14) run on the NIC model too, and their
+                       verdicts are marked "modeled"; give --out to keep such
+                       a run apart from a plain one
   --no-plot            collect only
   -h, --help           this help
 
@@ -75,15 +86,17 @@ find_python() {
 PY=$(find_python) || die "python3 is needed"
 FIGURE_LIST=$("$PY" -c "import sys; sys.path.insert(0, '$AE_DIR/collect'); import figures; print(', '.join(f.id for f in figures.FIGURES))")
 
-mode="" hosts="" quick=0 force=0 dry_run=0 plot=1 nic_model=1
+all_args=("$@")
+mode="" hosts="" quick=0 force=0 dry_run=0 plot=1 nic_model=1 apps_nic=0
 bin="$ROOT/build/bin" out="" remote_dir=/tmp/smart-ae
 figures=() extra=()
 while (($#)); do
   case $1 in
     -h | --help) usage; exit 0 ;;
-    --local) [[ -z $mode ]] || die "give one of --local and --cluster"; mode=local ;;
+    --local) [[ -z $mode ]] || die "give one of --local, --softroce and --cluster"; mode=local ;;
+    --softroce) [[ -z $mode ]] || die "give one of --local, --softroce and --cluster"; mode=softroce ;;
     --cluster)
-      [[ -z $mode ]] || die "give one of --local and --cluster"
+      [[ -z $mode ]] || die "give one of --local, --softroce and --cluster"
       (($# >= 2)) || die "--cluster needs a hosts file"
       mode=cluster hosts=$2; shift ;;
     --quick) quick=1 ;;
@@ -91,6 +104,7 @@ while (($#)); do
     --dry-run) dry_run=1 ;;
     --no-plot) plot=0 ;;
     --no-nic-model) nic_model=0 ;;
+    --apps-on-nic-model) apps_nic=1 ;;
     --figure | --bin | --out | --remote-dir | --duration | --timeout | --max-key | --shm-latency-ns | --repeat)
       (($# >= 2)) || die "$1 needs a value"
       case $1 in
@@ -108,9 +122,9 @@ while (($#)); do
   esac
   shift
 done
-[[ -n $mode ]] || die "give --local or --cluster HOSTS (see --help)"
+[[ -n $mode ]] || die "give --local, --softroce or --cluster HOSTS (see --help)"
 ((dry_run == 0)) || [[ $mode == cluster ]] || die "--dry-run needs --cluster"
-[[ $mode == local || -f $hosts ]] || die "hosts file '$hosts' not found"
+[[ $mode != cluster || -f $hosts ]] || die "hosts file '$hosts' not found"
 [[ -d $bin ]] || die "binary directory '$bin' not found (build with ./build.sh, or give --bin DIR)"
 
 profile=$mode
@@ -119,13 +133,54 @@ if [[ -z $out ]]; then
   out="$AE_DIR/results/$(hostname -s)-$mode"
   ((quick == 0)) || out+=-quick
 fi
+rig=$mode
+if [[ $mode == softroce ]]; then
+  mkdir -p "$out" || die "cannot make the output folder '$out'"
+  out=$(cd "$out" && pwd -P) bin=$(cd "$bin" && pwd -P)
+  if [[ -z ${SOFTROCE_GUEST:-} ]]; then
+    # On the host: boot the guest once and run this script in it; it finds
+    # the host's files at the same paths (the guest mounts the host's /).
+    guest="$ROOT/test/softroce/guest.sh"
+    [[ -f $guest ]] || die "--softroce needs $guest (a source tree)"
+    echo "run.sh: booting the Soft-RoCE guest; the figures' progress follows (guest log: $out/guest/)" >&2
+    start=$(date +%s)
+    status=0
+    SOFTROCE_MEM=${SOFTROCE_MEM:-4096} bash "$guest" --timeout "${SOFTROCE_AE_TIMEOUT:-3600}" --out "$out/guest" -- \
+      bash "$AE_DIR/run.sh" "${all_args[@]}" --out "$out" --bin "$bin" --no-plot || status=$?
+    case $status in
+      0 | 1) ;;
+      2) exit 2 ;;
+      124) echo "run.sh: the guest did not finish within ${SOFTROCE_AE_TIMEOUT:-3600} s (SOFTROCE_AE_TIMEOUT); run again to resume" >&2; exit 1 ;;
+      *) echo "run.sh: the Soft-RoCE guest failed (exit $status; see $out/guest/)" >&2; exit 1 ;;
+    esac
+    if ((plot)); then
+      PLOT_PY=$(find_python plot) || die "plots need python3 with matplotlib (Debian: apt-get install python3-matplotlib)"
+      "$PLOT_PY" "$AE_DIR/plot/plot.py" --out "$out" "${figures[@]}" || exit 1
+      "$PLOT_PY" "$AE_DIR/plot/summary.py" --out "$out" || exit 1
+    fi
+    echo "run.sh: results in $out ($(($(date +%s) - start)) s)" >&2
+    ((status == 0)) || { echo "run.sh: some points failed; see points.csv of each figure" >&2; exit 1; }
+    exit 0
+  fi
+  # In the guest: cluster mode on localhost, commands run here by the
+  # local stand-in for clush, the backends' files on the guest's tmpfs.
+  hosts="$out/hosts.txt"
+  printf 'memory localhost\ncompute localhost\n' >"$hosts"
+  export PATH="$AE_DIR/collect/local-clush:$PATH"
+  [[ $remote_dir != /tmp/smart-ae ]] || remote_dir=/run/smart-ae
+  mode=cluster
+  ((quick)) || profile=softroce
+fi
 
-args=(--mode "$mode" --profile "$profile" --bin "$bin" --out "$out" --config-dir "$ROOT/config"
+args=(--mode "$mode" --profile "$profile" --rig "$rig" --bin "$bin" --out "$out" --config-dir "$ROOT/config"
       --remote-dir "$remote_dir" "${figures[@]}" "${extra[@]}")
 ((force)) && args+=(--force)
 [[ $mode == cluster ]] && args+=(--hosts "$hosts")
 ((dry_run)) && args+=(--dry-run)
 ((nic_model)) || args+=(--no-nic-model)
+((apps_nic == 0)) || [[ $mode == local ]] || die "--apps-on-nic-model needs --local"
+((apps_nic == 0)) || ((nic_model)) || die "--apps-on-nic-model and --no-nic-model contradict each other"
+((apps_nic == 0)) || args+=(--apps-on-nic-model)
 
 start=$(date +%s)
 status=0

@@ -2,7 +2,8 @@
 (techniques switched through SMART_OPTS and friends), which points.
 
 A figure's points depend on the profile: `quick` (a smoke run of minutes),
-`local` (one machine on shm, sized for 2 cores), `cluster` (the paper's
+`local` (one machine on shm, sized for 2 cores), `softroce` (verbs on
+Soft-RoCE in a QEMU guest, sized for one boot), `cluster` (the paper's
 settings on real hosts). A figure that cannot run in a mode says why and is
 skipped, never faked.
 """
@@ -18,6 +19,7 @@ PROFILES = {
         "datasets": ["ycsb-c"], "max_key": 20000, "rdma_pool_mib": 64,
         "accounts": 20000, "subscribers": 20000, "limit": 40, "rdma_limit": 20, "compute_nodes": [1],
         "latency_model": True, "repeats": 1, "intervals": [64], "dyn_depth": 64, "nic_model": True, "idles": [0, 64],
+        "blade_mib": 512, "initiator_cache_mib": 64,
     },
     # Each point three times, in three passes over the figure, so that the
     # other work of a shared machine weighs on every series alike; the plots
@@ -30,6 +32,21 @@ PROFILES = {
         "accounts": 100000, "subscribers": 100000, "limit": 90, "rdma_limit": 25, "compute_nodes": [1],
         "latency_model": True, "repeats": 3, "intervals": [8, 64, 512], "dyn_depth": 64, "nic_model": True,
         "idles": [0, 2, 8, 32, 128, 512],
+    },
+    # Over verbs on Soft-RoCE (rxe) inside the QEMU guest of
+    # test/softroce/guest.sh (ae/run.sh --softroce): cluster mode on
+    # localhost, a backend and a bench process per point, sized so that one
+    # boot finishes in about 20 minutes on 2 cores (rxe carries out every
+    # request in the guest's kernel: tens of thousands of operations a
+    # second, not millions). Memory blades of 1 GiB and clients' caches of
+    # 64 MiB fit a guest of 4 GiB.
+    "softroce": {
+        "duration": 2, "rdma_duration": 2, "threads": [1, 2], "rdma_threads": [1, 2],
+        "depths": [1, 4, 16], "grid_threads": [1, 2], "max_threads": 2, "zipfs": [0.0, 0.99],
+        "datasets": ["ycsb-c", "ycsb-a"], "max_key": 20000, "rdma_pool_mib": 64,
+        "accounts": 20000, "subscribers": 20000, "limit": 90, "rdma_limit": 30, "compute_nodes": None,
+        "latency_model": False, "repeats": 1, "intervals": [64], "dyn_depth": 64, "nic_model": False,
+        "idles": [0, 32, 512], "blade_mib": 1024, "initiator_cache_mib": 64,
     },
     # The paper's settings (REFERENCE 7.1 and the artifact's common.sh); keys
     # are 10 M rather than 100 M so that a point does not spend minutes loading

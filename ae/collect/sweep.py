@@ -73,7 +73,8 @@ def nic_model_config(threads):
 
 
 def uses_nic_model(point, args, profile):
-    return point.bench == "test_rdma" and args.mode == "local" and args.nic_model and profile.get("nic_model")
+    return (point.bench == "test_rdma" or args.apps_on_nic_model) and args.mode == "local" and args.nic_model \
+        and profile.get("nic_model")
 
 
 def write_configs(out, config_dir, args, profile, memory=None):
@@ -97,6 +98,8 @@ def write_configs(out, config_dir, args, profile, memory=None):
     smart = load("smart_config.json")
     if args.mode == "local":
         smart["transport"] = "shm"
+    if profile.get("initiator_cache_mib"):
+        smart["initiator_cache_size"] = profile["initiator_cache_mib"]
     smart.setdefault("shm", {})["latency_ns"] = args.shm_latency_ns
     save("smart_config.json", smart)
     shared = json.loads(json.dumps(smart))
@@ -108,7 +111,9 @@ def write_configs(out, config_dir, args, profile, memory=None):
     if args.mode == "local":
         # The test_rdma figures with the NIC model: its round trip, and the
         # ConnectX-6 fit scaled to the most threads they run.
-        for name, base in (("nic", smart), ("shared_qp.nic", shared)):
+        # The application figures' +2us series on the model are the model
+        # itself (its round trip is 2 us).
+        for name, base in (("nic", smart), ("shared_qp.nic", shared), ("latency.nic", smart)):
             nic = json.loads(json.dumps(base))
             nic["shm"]["latency_ns"] = 2000
             nic["shm"]["nic_model"] = nic_model_config(max(profile["rdma_threads"]))
@@ -124,7 +129,10 @@ def write_configs(out, config_dir, args, profile, memory=None):
     tx.update({"dump_file_path": "", "memory_servers": []})
     save("transaction.json", tx)
     if memory is not None:
-        save("backend.json", load("backend.json"))
+        backend = load("backend.json")
+        if profile.get("blade_mib"):
+            backend["capacity"] = profile["blade_mib"]
+        save("backend.json", backend)
         server = dict(rdma, port=cluster.blades_for("test_rdma", memory)[0][1])
         save("test_rdma.server.json", server)
         host, port = cluster.blades_for("test_rdma", memory)[0]
@@ -296,6 +304,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mode", choices=["local", "cluster"], required=True)
     ap.add_argument("--profile", choices=sorted(figures.PROFILES), required=True)
+    ap.add_argument("--rig", default=None,
+                    help="what the run is on, for the summary (default: the mode; softroce: the guest's rxe)")
     ap.add_argument("--bin", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--config-dir", required=True)
@@ -311,7 +321,11 @@ def main():
     ap.add_argument("--shm-latency-ns", type=int, default=0)
     ap.add_argument("--no-nic-model", dest="nic_model", action="store_false",
                     help="local mode: test_rdma figures on plain shm instead of the NIC model")
+    ap.add_argument("--apps-on-nic-model", action="store_true",
+                    help="local mode: the application figures on the NIC model too")
     args = ap.parse_args()
+    if args.apps_on_nic_model and not args.nic_model:
+        die("--apps-on-nic-model and --no-nic-model contradict each other")
     try:
         chosen = figures.select(args.figure)
     except ValueError as e:
@@ -345,9 +359,12 @@ def main():
         with open(os.path.join(out, "run.json"), "w") as f:
             json.dump({"machine": socket.gethostname().split(".")[0], "cores": os.cpu_count(),
                        "cpu": platform.processor() or platform.machine(), "mode": args.mode,
+                       "rig": args.rig or args.mode,
                        "profile": args.profile, "bin": bin_dir, "shm_latency_ns": args.shm_latency_ns,
                        "nic_model": nic_model_config(max(profile["rdma_threads"]))
                        if args.mode == "local" and args.nic_model and profile.get("nic_model") else None,
+                       "nic_model_apps": bool(args.apps_on_nic_model and args.mode == "local" and args.nic_model
+                                              and profile.get("nic_model")),
                        "repeats": args.repeat or profile.get("repeats", 1),
                        "duration_s": args.duration or profile["duration"],
                        "memory_hosts": memory, "compute_hosts": compute,

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # ae/run.sh --cluster on a hosts file naming localhost, for real: a stand-in
-# clush (fake-clush/clush) runs the commands on this machine, so backends
+# clush (ae/collect/local-clush/clush) runs the commands on this machine, so backends
 # start and stop as separate processes, the benches reach them over loopback
 # TCP, and results and logs are copied back. Every point must be ok, the
 # CSVs complete, and no backend left running.
 source "$(dirname "$0")/ae_lib.sh"
-export PATH="$(cd "$(dirname "$0")" && pwd)/fake-clush:$PATH"
+export PATH="$SMART_SOURCE/ae/collect/local-clush:$PATH"
 hosts="$WORK_DIR/hosts.txt"
 printf 'memory localhost\ncompute localhost\n' >"$hosts"
 out="$WORK_DIR/out" remote="$WORK_DIR/remote"

@@ -50,7 +50,11 @@ case $kind in
     grep -Eq "^\| $fig \| .*\*\*(shown|not shown) \(modeled\)\*\*" "$out/index.md" ||
       fail "fig $fig did not run on the NIC model: $(grep "^| $fig |" "$out/index.md")"
     grep -q '"nic_model": {' "$out/run.json" || fail "run.json does not record the NIC model"
-    grep -q '"nic_model"' "$out/configs/smart_config.nic.json" || fail "no NIC model config written" ;;
+    grep -q '"nic_model"' "$out/configs/smart_config.nic.json" || fail "no NIC model config written"
+    # Every point of the figure ran with a NIC model config.
+    for log in "$out"/logs/fig-"$fig"/*.log; do
+      head -n 1 "$log" | grep -q 'SMART_CONFIG_PATH=[^ ]*nic\.json' || fail "$log: not run on the NIC model: $(head -n 1 "$log")"
+    done ;;
   plain)
     grep -Eq "^\| $fig \| .*\*\*cannot be shown on shm\*\*" "$out/index.md" ||
       fail "fig $fig ran on a NIC model though --no-nic-model: $(grep "^| $fig |" "$out/index.md")" ;;

@@ -10,10 +10,11 @@
 # Prints the message rates and the ratio test_rdma / perftest, and what
 # per-session memory windows cost (test_rdma with and without), then the hash
 # table's load rate and tail (hashtable_tail.sh) and SMART-DTX's runs after
-# population against later ones (dtx_phases.sh). The ratios are
+# population against later ones (dtx_phases.sh), and three of the paper's
+# figures over verbs (ae_figures.sh). The ratios are
 # measurements, not pass criteria: the script fails only when a run fails, a
-# tool is missing, or dtx_phases.sh finds a slow phase (a run's P50 above 5x
-# a later run's, per unit of guest speed). Logs: $SOFTROCE_OUT/perftest/.
+# tool is missing, dtx_phases.sh finds a slow phase (a run's P50 above 5x
+# a later run's, per unit of guest speed), or a figure's point fails. Logs: $SOFTROCE_OUT/perftest/.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 SOURCE_DIR=$(cd "$here/../.." && pwd -P)
 BUILD_DIR=${1:?usage: perftest_compare.sh BUILD_DIR [SECONDS [ROUNDS]]}
@@ -201,4 +202,6 @@ step hashtable_tail env -u SMART_OPTS "$here/hashtable_tail.sh" "$BUILD_DIR"
 # SMART-DTX's first runs after population against later ones (fails on a
 # slow phase: a run's P50 above 5x a later run's).
 step dtx_phases env -u SMART_OPTS "$here/dtx_phases.sh" "$BUILD_DIR"
+# The paper's figures over verbs (ae/run.sh --softroce --quick, three of them).
+step ae_figures env -u SMART_OPTS "$here/ae_figures.sh" "$BUILD_DIR"
 finish

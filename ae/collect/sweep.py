@@ -72,6 +72,22 @@ def nic_model_config(threads):
             "doorbell_handoff_ns": round(doorbells / (threads * per_thread_share), 1)}
 
 
+def source_commit(config_dir):
+    """The commit of the source tree that holds config_dir, '+changes' after it when the tree differs from
+    it, or None outside a git checkout."""
+    root = os.path.dirname(os.path.abspath(config_dir))
+    try:
+        head = subprocess.run(["git", "-C", root, "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                              text=True, timeout=20)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=20)
+        return head.stdout.strip() + (" +changes" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 def uses_nic_model(point, args, profile):
     return (point.bench == "test_rdma" or args.apps_on_nic_model) and args.mode == "local" and args.nic_model \
         and profile.get("nic_model")
@@ -359,7 +375,7 @@ def main():
         with open(os.path.join(out, "run.json"), "w") as f:
             json.dump({"machine": socket.gethostname().split(".")[0], "cores": os.cpu_count(),
                        "cpu": platform.processor() or platform.machine(), "mode": args.mode,
-                       "rig": args.rig or args.mode,
+                       "rig": args.rig or args.mode, "commit": source_commit(args.config_dir),
                        "profile": args.profile, "bin": bin_dir, "shm_latency_ns": args.shm_latency_ns,
                        "nic_model": nic_model_config(max(profile["rdma_threads"]))
                        if args.mode == "local" and args.nic_model and profile.get("nic_model") else None,

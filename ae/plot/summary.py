@@ -277,6 +277,7 @@ def main():
         "verbs on Soft-RoCE (rxe) in a QEMU guest, a backend and a bench process per point" if softroce else
         "verbs between hosts",
         run.get("profile"), run.get("started")) + (
+            "; source commit %s" % run["commit"] if run.get("commit") else "") + (
             "; load average %.1f at the start" % run["load_average_at_start"] if "load_average_at_start" in run else ""),
               "- each point ran %d time(s)%s; with several runs the plots and verdicts use the run with the "
               "median throughput (every run is in the CSVs)" % (

@@ -43,6 +43,10 @@ done
 [[ $(head -c 8 "$dir/fig-$fig.png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] || fail "fig-$fig.png is not a PNG"
 grep -q '<svg' "$dir/fig-$fig.svg" || fail "fig-$fig.svg is not an SVG"
 grep -q "fig-$fig/fig-$fig.png" "$out/index.md" || fail "index.md does not show fig $fig"
+if head=$(git -C "$SMART_SOURCE" rev-parse --short=12 HEAD 2>/dev/null); then
+  grep -q "\"commit\": \"$head" "$out/run.json" || fail "run.json does not name the source commit $head"
+  grep -q "source commit $head" "$out/index.md" || fail "index.md does not name the source commit $head"
+fi
 grep -Eq "^\| $fig \| .*\*\*(shown|not shown|cannot be shown on shm)( \(modeled\))?\*\*" "$out/index.md" ||
   fail "index.md has no verdict for fig $fig"
 case $kind in

@@ -248,6 +248,10 @@ def append_series(path, columns, line):
 def run_figure(fig, args, profile, bin_dir, cdir, executor, progress):
     fdir = os.path.join(args.out, "fig-" + fig.id)
     reason = fig.skip_reason(args.mode)
+    if not reason and fig.local_skip and len(profile["compute_nodes"] or []) < 2:
+        # Scale-out over compute hosts, on a cluster of one compute host
+        # (--softroce, or a hosts file with one 'compute' line).
+        reason = "needs several compute hosts; this run has one"
     points = [] if reason else fig.points(profile, args.repeat)
     if not args.dry_run:
         if args.force and os.path.isdir(fdir):

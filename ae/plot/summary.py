@@ -202,8 +202,8 @@ def verdict(results, hardware, local, modeled=False, softroce=False):
             return "no data", detail or "nothing measured"
         shown = all(r > THRESHOLD for r in ratios)
         return ("shown (Soft-RoCE)" if shown else "not shown (Soft-RoCE)"), (
-            "over rxe, a software NIC in the guest's kernel (%s: an RNIC's, which rxe has only in part): %s" % (
-                hardware, detail) if hardware else "over verbs on rxe: %s" % detail)
+            "over rxe, a software NIC in the guest's kernel, which has only in part what the claim is about "
+            "(%s): %s" % (hardware, detail) if hardware else "over verbs on rxe: %s" % detail)
     if local and modeled:
         if not measured:
             return "no data", detail or "nothing measured"
@@ -347,7 +347,7 @@ def main():
                                 modeled=bool(run.get("nic_model")) and (
                                     fig.bench == "test_rdma" or bool(run.get("nic_model_apps"))), softroce=softroce)
             table.append("| %s | %s | %s | **%s** |" % (fig.id, claim, rule, v))
-            sec += ["- Claim: %s. Rule: %s. **%s**: %s." % (claim, rule, v.capitalize(), detail)]
+            sec += ["- Claim: %s. Rule: %s. **%s**: %s." % (claim, rule, v[:1].upper() + v[1:], detail)]
         sec.append("")
         sections += sec
     lines += table + [""] + sections

@@ -40,10 +40,17 @@ for c in runs:
     assert "--local" not in c, "a bench with an embedded blade in cluster mode: " + c
 assert sum("--rcopy" in c for c in roles["compute"]) == len(runs), "results not copied back for every run"
 # fig 8 quick: 4 series x 2 thread counts; 13b: 2 x 2; 10: 2 apps x 2 x 2; 12: 3 x 2;
-# 12so (selected by "12"): 2 series x 1 compute host
+# 12so (selected by "12") skipped: one compute host
 points = [l for l in lines if l.startswith("# fig ")]
-assert len(points) == 8 + 4 + 8 + 6 + 2, "%d points printed" % len(points)
+assert len(points) == 8 + 4 + 8 + 6, "%d points printed" % len(points)
+assert any("fig 12so: skipped: needs several compute hosts" in l for l in lines), "12so not skipped on one host"
 PY
+
+# One compute host: the scale-out figures are skipped, saying why.
+one=$("$RUN" --cluster "$hosts" --dry-run --bin "$SMART_BIN" --out "$WORK_DIR/out1" --figure 7 2>&1) ||
+  { echo "$one"; fail "one-host dry run of fig 7 exited non-zero"; }
+grep -q "fig 7: skipped: needs several compute hosts; this run has one" <<<"$one" ||
+  { echo "$one"; fail "fig 7 on one compute host is not skipped"; }
 
 # Two compute hosts: the scale-out points run the bench on both, started
 # together through a start group of 2 after one of them loaded.

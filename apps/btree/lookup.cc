@@ -167,15 +167,16 @@ Status Ops::entry_value(const LeafEntry& e, TaskBuffers& tb, std::string* value,
 
 void Ops::speculative_put(uint64_t key, GlobalAddress page, int entry) {
   if (tc_.speculative.empty()) return;
-  SpeculativeEntry& e = tc_.speculative[MixKey(key) & tc_.speculative_mask];
-  e.key = key;
-  e.place = page.raw | static_cast<uint64_t>(EntryLine(entry));
+  const uint64_t mixed = MixKey(key);
+  SpeculativeEntry& e = tc_.speculative[mixed & tc_.speculative_mask];
+  if (!e.store(mixed, page, EntryLine(entry))) e.word = 0;
 }
 
 void Ops::speculative_erase(uint64_t key) {
   if (tc_.speculative.empty()) return;
-  SpeculativeEntry& e = tc_.speculative[MixKey(key) & tc_.speculative_mask];
-  if (e.key == key) e.place = 0;
+  const uint64_t mixed = MixKey(key);
+  SpeculativeEntry& e = tc_.speculative[mixed & tc_.speculative_mask];
+  if (e.holds(mixed)) e.word = 0;
 }
 
 Status Ops::search(uint64_t key, std::string* value) {
@@ -183,8 +184,9 @@ Status Ops::search(uint64_t key, std::string* value) {
   Status s = task_buffers(&tb);
   if (!s.ok()) return s;
   if (!tc_.speculative.empty()) {
-    SpeculativeEntry& e = tc_.speculative[MixKey(key) & tc_.speculative_mask];
-    if (e.key == key && e.place != 0) {
+    const uint64_t mixed = MixKey(key);
+    SpeculativeEntry& e = tc_.speculative[mixed & tc_.speculative_mask];
+    if (e.holds(mixed)) {
       s = in_.read(tb->line, e.page() + kLineSize * static_cast<uint64_t>(e.line()), kLineSize, Option::kNone);
       if (s.ok()) s = sync();
       if (!s.ok()) return s;
@@ -206,7 +208,7 @@ Status Ops::search(uint64_t key, std::string* value) {
         }
       }
       ++tc_.stats.speculative_misses;
-      e.place = 0;
+      e.word = 0;
     }
   }
   RetryBound bound(options_);

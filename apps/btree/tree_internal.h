@@ -180,11 +180,33 @@ class IndexCache {
 
 // A key's place as a successful search found it: the leaf's address with
 // the entry's line (1..15) in the low bits (pages are 1024-byte aligned).
+// A speculative-lookup entry in one word (0: empty): the line (1..15), the
+// page (its 1 KiB index and its node; pages lie in the main region) and 14
+// bits of the key's hash above the ones that pick the entry. Two keys that
+// share an entry and a tag cost one wasted line read, never a wrong value:
+// the read finds the key in the line or counts a miss. Eight bytes, not
+// sixteen, so that each thread's cache takes half the memory and cache.
 struct SpeculativeEntry {
-  uint64_t key = 0;
-  uint64_t place = 0;  // 0: empty
-  GlobalAddress page() const { return GlobalAddress(place & ~uint64_t{kPageSize - 1}); }
-  int line() const { return static_cast<int>(place & (kPageSize - 1)); }
+  static constexpr int kLineBits = 4;
+  static constexpr int kPageBits = 38;  // offsets below 2^48, in 1 KiB pages
+  static constexpr int kTagShift = 50;  // 8 bits of node below
+  static_assert(kLinesPerPage <= (1 << kLineBits) && kPageSize == 1024);
+  uint64_t word = 0;
+
+  static uint64_t Tag(uint64_t mixed_key) { return mixed_key >> kTagShift; }
+  bool holds(uint64_t mixed_key) const { return word != 0 && (word >> kTagShift) == Tag(mixed_key); }
+  // False (nothing stored) for a page outside the main region.
+  bool store(uint64_t mixed_key, GlobalAddress page, int line) {
+    if (page.mr_id != kMainMemoryRegion) return false;
+    word = (Tag(mixed_key) << kTagShift) | (uint64_t{page.node} << (kLineBits + kPageBits)) |
+           ((uint64_t{page.offset} / kPageSize) << kLineBits) | static_cast<uint64_t>(line);
+    return true;
+  }
+  GlobalAddress page() const {
+    return GlobalAddress(static_cast<node_t>((word >> (kLineBits + kPageBits)) & 0xff),
+                         ((word >> kLineBits) & ((uint64_t{1} << kPageBits) - 1)) * kPageSize);
+  }
+  int line() const { return static_cast<int>(word & ((1u << kLineBits) - 1)); }
 };
 
 struct TaskBuffers {

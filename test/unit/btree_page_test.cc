@@ -47,6 +47,29 @@ TEST(BTreePage, LayoutIsFixed) {
   }
 }
 
+// A speculative-lookup entry keeps the page, the line and the key's tag in
+// one word, for every node and every page offset below 2^48.
+TEST(BTreePage, SpeculativeEntryKeepsPageLineAndTag) {
+  const uint64_t top_page = (uint64_t{1} << 48) - kPageSize;
+  for (node_t node : {node_t{0}, node_t{1}, node_t{77}, node_t{255}}) {
+    for (uint64_t offset : {uint64_t{0}, uint64_t{kPageSize}, uint64_t{123} * kPageSize, top_page}) {
+      for (int line = 1; line < kLinesPerPage; line += 7) {
+        const uint64_t mixed = MixKey(offset + static_cast<uint64_t>(line) + node);
+        SpeculativeEntry e;
+        ASSERT_TRUE(e.store(mixed, GlobalAddress(node, offset), line));
+        EXPECT_TRUE(e.holds(mixed));
+        EXPECT_FALSE(e.holds(mixed ^ (uint64_t{1} << 63))) << "another key's tag";
+        EXPECT_EQ(e.page(), GlobalAddress(node, offset)) << e.page().to_string();
+        EXPECT_EQ(e.line(), line);
+      }
+    }
+  }
+  SpeculativeEntry empty;
+  EXPECT_FALSE(empty.holds(0)) << "an empty entry holds no key, not even one whose tag is 0";
+  SpeculativeEntry other_region;
+  EXPECT_FALSE(other_region.store(MixKey(5), GlobalAddress(0, kPageSize, kMainMemoryRegion + 1), 1));
+}
+
 TEST(BTreePage, HeaderRoundTripsAndFencesHold) {
   PageImage p;
   PageHeader h = Header(100, 200, false, 2);

@@ -2,10 +2,12 @@
 #include "txn_driver.h"
 
 #include <atomic>
+#include <cmath>
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <algorithm>
 #include <vector>
@@ -29,6 +31,17 @@ struct Worker {
 };
 
 double PerSecondM(uint64_t n, double seconds) { return seconds > 0 ? static_cast<double>(n) / seconds / 1e6 : 0; }
+
+// Millions per second as the result line and the CSV print them: three
+// decimals, and three significant digits below 0.1 M/s (a few thousand
+// transactions a second over a slow network are 0.00312, not 0.003).
+std::string RateM(uint64_t n, double seconds) {
+  const double v = PerSecondM(n, seconds);
+  const int magnitude = v > 0 ? static_cast<int>(std::floor(std::log10(v))) : 0;
+  char buf[32];
+  snprintf(buf, sizeof(buf), "%.*f", std::max(3, 2 - magnitude), v);
+  return buf;
+}
 
 }  // namespace
 
@@ -168,14 +181,14 @@ std::string ResultLine(const std::string& prefix, const TxDriverOptions& o, cons
   const double abort_rate = r.attempted ? 1.0 - static_cast<double>(r.committed) / static_cast<double>(r.attempted) : 0;
   const double ops_per_txn = r.attempted ? static_cast<double>(r.stats.rdma_ops) / static_cast<double>(r.attempted) : 0;
   snprintf(line, sizeof(line),
-           "%s: #thread = %d, #coro_per_thread = %d, attempt txn = %.3f M/s, committed txn = %.3f M/s, "
+           "%s: #thread = %d, #coro_per_thread = %d, attempt txn = %s M/s, committed txn = %s M/s, "
            "P50 latency = %.3f us, P99 latency = %.3f us, abort rate = %.3f, RDMA ops per txn = %.3f, "
-           "RDMA ops per second = %.3f M, conflict aborts = %" PRIu64 ", logical aborts = %" PRIu64
+           "RDMA ops per second = %s M, conflict aborts = %" PRIu64 ", logical aborts = %" PRIu64
            ", unknown = %" PRIu64 ", failed = %" PRIu64,
-           prefix.c_str(), o.threads, o.coros, PerSecondM(r.attempted, r.seconds), PerSecondM(r.committed, r.seconds),
-           static_cast<double>(r.latency.percentile(0.5)) / 1e3, static_cast<double>(r.latency.percentile(0.99)) / 1e3,
-           abort_rate, ops_per_txn, PerSecondM(r.stats.rdma_ops, r.seconds), r.conflicts, r.logical_aborts, r.unknown,
-           r.failed);
+           prefix.c_str(), o.threads, o.coros, RateM(r.attempted, r.seconds).c_str(),
+           RateM(r.committed, r.seconds).c_str(), static_cast<double>(r.latency.percentile(0.5)) / 1e3,
+           static_cast<double>(r.latency.percentile(0.99)) / 1e3, abort_rate, ops_per_txn,
+           RateM(r.stats.rdma_ops, r.seconds).c_str(), r.conflicts, r.logical_aborts, r.unknown, r.failed);
   return line;
 }
 
@@ -183,10 +196,11 @@ std::string CsvLine(const std::string& prefix, const TxDriverOptions& o, const T
   char line[512];
   const double abort_rate = r.attempted ? 1.0 - static_cast<double>(r.committed) / static_cast<double>(r.attempted) : 0;
   const double ops_per_txn = r.attempted ? static_cast<double>(r.stats.rdma_ops) / static_cast<double>(r.attempted) : 0;
-  snprintf(line, sizeof(line), "%s, %d, %d, %.3f, %.3f, %.3f, %.3f, %.3f, %.3f, %.3f, %" PRIu64 ", %" PRIu64 ", %" PRIu64,
-           prefix.c_str(), o.threads, o.coros, PerSecondM(r.attempted, r.seconds), PerSecondM(r.committed, r.seconds),
-           static_cast<double>(r.latency.percentile(0.5)) / 1e3, static_cast<double>(r.latency.percentile(0.99)) / 1e3,
-           abort_rate, ops_per_txn, PerSecondM(r.stats.rdma_ops, r.seconds), r.conflicts, r.logical_aborts, r.failed);
+  snprintf(line, sizeof(line), "%s, %d, %d, %s, %s, %.3f, %.3f, %.3f, %.3f, %s, %" PRIu64 ", %" PRIu64 ", %" PRIu64,
+           prefix.c_str(), o.threads, o.coros, RateM(r.attempted, r.seconds).c_str(),
+           RateM(r.committed, r.seconds).c_str(), static_cast<double>(r.latency.percentile(0.5)) / 1e3,
+           static_cast<double>(r.latency.percentile(0.99)) / 1e3, abort_rate, ops_per_txn,
+           RateM(r.stats.rdma_ops, r.seconds).c_str(), r.conflicts, r.logical_aborts, r.failed);
   return line;
 }
 

@@ -41,5 +41,28 @@ TEST_F(DtxTest, WithoutIdleTimeTheDriverCommitsFarMore) {
   EXPECT_GT(static_cast<double>(r.committed), 10 * 2 * (2 + r.seconds / 0.020));
 }
 
+// A slow run's rates keep three significant digits in the result line and
+// the CSV (a few thousand transactions a second over Soft-RoCE), a fast
+// one's three decimals.
+TEST(TxOutput, RatesKeepTheirDigitsAtLowThroughput) {
+  TxDriverOptions o;
+  o.threads = 2;
+  o.coros = 8;
+  TxRunResult r;
+  r.seconds = 2;
+  r.attempted = 6500;
+  r.committed = 6240;
+  r.stats.rdma_ops = 61000;
+  const std::string line = ResultLine("dtx-smallbank", o, r);
+  EXPECT_NE(line.find("attempt txn = 0.00325 M/s, committed txn = 0.00312 M/s"), std::string::npos) << line;
+  EXPECT_NE(line.find("RDMA ops per second = 0.0305 M"), std::string::npos) << line;
+  const std::string csv = CsvLine("dtx-smallbank", o, r);
+  EXPECT_EQ(csv.rfind("dtx-smallbank, 2, 8, 0.00325, 0.00312, ", 0), 0u) << csv;
+  r.attempted = 3000000;
+  r.committed = 2950000;
+  EXPECT_NE(ResultLine("dtx-tatp", o, r).find("committed txn = 1.475 M/s"), std::string::npos)
+      << ResultLine("dtx-tatp", o, r);
+}
+
 }  // namespace
 }  // namespace smart::dtx

@@ -83,6 +83,19 @@ find_python() {
   return 1
 }
 
+# The plots and the summary (unless --no-plot), then the closing lines and
+# the exit status: 1 when a point failed ($status non-zero).
+finish_run() {
+  if ((plot)); then
+    PLOT_PY=$(find_python plot) || die "plots need python3 with matplotlib (Debian: apt-get install python3-matplotlib)"
+    "$PLOT_PY" "$AE_DIR/plot/plot.py" --out "$out" "${figures[@]}" || exit 1
+    "$PLOT_PY" "$AE_DIR/plot/summary.py" --out "$out" || exit 1
+  fi
+  echo "run.sh: results in $out ($(($(date +%s) - start)) s)" >&2
+  ((status == 0)) || { echo "run.sh: some points failed; see points.csv of each figure" >&2; exit 1; }
+  exit 0
+}
+
 PY=$(find_python) || die "python3 is needed"
 FIGURE_LIST=$("$PY" -c "import sys; sys.path.insert(0, '$AE_DIR/collect'); import figures; print(', '.join(f.id for f in figures.FIGURES))")
 
@@ -153,14 +166,7 @@ if [[ $mode == softroce ]]; then
       124) echo "run.sh: the guest did not finish within ${SOFTROCE_AE_TIMEOUT:-3600} s (SOFTROCE_AE_TIMEOUT); run again to resume" >&2; exit 1 ;;
       *) echo "run.sh: the Soft-RoCE guest failed (exit $status; see $out/guest/)" >&2; exit 1 ;;
     esac
-    if ((plot)); then
-      PLOT_PY=$(find_python plot) || die "plots need python3 with matplotlib (Debian: apt-get install python3-matplotlib)"
-      "$PLOT_PY" "$AE_DIR/plot/plot.py" --out "$out" "${figures[@]}" || exit 1
-      "$PLOT_PY" "$AE_DIR/plot/summary.py" --out "$out" || exit 1
-    fi
-    echo "run.sh: results in $out ($(($(date +%s) - start)) s)" >&2
-    ((status == 0)) || { echo "run.sh: some points failed; see points.csv of each figure" >&2; exit 1; }
-    exit 0
+    finish_run
   fi
   # In the guest: cluster mode on localhost, commands run here by the
   # local stand-in for clush, the backends' files on the guest's tmpfs.
@@ -191,10 +197,4 @@ case $status in
   *) echo "run.sh: the collector stopped (exit $status)" >&2; exit 1 ;;
 esac
 ((dry_run)) && exit 0
-if ((plot)); then
-  PLOT_PY=$(find_python plot) || die "plots need python3 with matplotlib (Debian: apt-get install python3-matplotlib)"
-  "$PLOT_PY" "$AE_DIR/plot/plot.py" --out "$out" "${figures[@]}" || exit 1
-  "$PLOT_PY" "$AE_DIR/plot/summary.py" --out "$out" || exit 1
-fi
-echo "run.sh: results in $out ($(($(date +%s) - start)) s)" >&2
-((status == 0)) || { echo "run.sh: some points failed; see points.csv of each figure" >&2; exit 1; }
+finish_run

@@ -52,8 +52,11 @@ struct TreeOptions : StoreOptions {
   // Command combination: a write-back and the release CAS that follows it go
   // in one doorbell (one round trip); off, the release waits for the write.
   bool combine_commands = true;
-  // Entries of each thread's speculative-lookup cache (power of two).
-  size_t speculative_cache_entries = size_t{1} << 20;
+  // Entries of each thread's speculative-lookup cache (power of two; 8
+  // bytes each). 2^18 (2 MiB a thread) holds the hot keys of a zipfian
+  // load; 2^20 ran slower here (the cache's own misses) and would take 768
+  // MiB in a client of 96 threads (docs/performance_notes_techniques.md).
+  size_t speculative_cache_entries = size_t{1} << 18;
   // Level-1 pages (1 KiB each) each thread's index cache holds at most (0:
   // no cache), and the most all threads of this client's BTree hold
   // together (the memory budget). A cache holds only pages its thread

@@ -193,10 +193,10 @@ Status Ops::search(uint64_t key, std::string* value) {
       if (LineIntact(tb->line) && (LineVersion(tb->line) & kLeafVersionFlag)) {
         for (int j = 0; j < kEntriesPerLine; ++j) {
           const uint16_t meta = Load16(tb->line + 8 + 2 * j);
-          if (!(meta & kMetaValid) || Load64(tb->line + 16 + kEntrySize * j) != key) continue;
+          if (!(meta & kMetaValid) || Load64(tb->line + kLineHeadBytes + kEntrySize * j) != key) continue;
           LeafEntry entry;
           entry.key = key;
-          entry.value = Load64(tb->line + 24 + kEntrySize * j);
+          entry.value = Load64(tb->line + kLineHeadBytes + 8 + kEntrySize * j);
           entry.meta = meta;
           bool torn = false;
           s = entry_value(entry, *tb, value, &torn);

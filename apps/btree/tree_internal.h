@@ -178,8 +178,6 @@ class IndexCache {
   std::list<Map::iterator> lru_;  // most recent first
 };
 
-// A key's place as a successful search found it: the leaf's address with
-// the entry's line (1..15) in the low bits (pages are 1024-byte aligned).
 // A speculative-lookup entry in one word (0: empty): the line (1..15), the
 // page (its 1 KiB index and its node; pages lie in the main region) and 14
 // bits of the key's hash above the ones that pick the entry. Two keys that

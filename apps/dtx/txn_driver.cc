@@ -2,7 +2,6 @@
 #include "txn_driver.h"
 
 #include <atomic>
-#include <cmath>
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
@@ -33,13 +32,14 @@ struct Worker {
 double PerSecondM(uint64_t n, double seconds) { return seconds > 0 ? static_cast<double>(n) / seconds / 1e6 : 0; }
 
 // Millions per second as the result line and the CSV print them: three
-// decimals, and three significant digits below 0.1 M/s (a few thousand
-// transactions a second over a slow network are 0.00312, not 0.003).
+// decimals, and below 0.1 M/s three significant digits (FormatSignificant: a
+// few thousand transactions a second over a slow network are 0.00312, not
+// 0.003).
 std::string RateM(uint64_t n, double seconds) {
   const double v = PerSecondM(n, seconds);
-  const int magnitude = v > 0 ? static_cast<int>(std::floor(std::log10(v))) : 0;
+  if (v > 0 && v < 0.1) return FormatSignificant(v);
   char buf[32];
-  snprintf(buf, sizeof(buf), "%.*f", std::max(3, 2 - magnitude), v);
+  snprintf(buf, sizeof(buf), "%.3f", v);
   return buf;
 }
 

@@ -96,105 +96,112 @@ finish_run() {
   exit 0
 }
 
-PY=$(find_python) || die "python3 is needed"
-FIGURE_LIST=$("$PY" -c "import sys; sys.path.insert(0, '$AE_DIR/collect'); import figures; print(', '.join(f.id for f in figures.FIGURES))")
+# The whole run is one function, called on the last line: bash then reads
+# the file to its end before it starts, so editing it during a run cannot
+# change the run.
+main() {
+  PY=$(find_python) || die "python3 is needed"
+  FIGURE_LIST=$("$PY" -c "import sys; sys.path.insert(0, '$AE_DIR/collect'); import figures; print(', '.join(f.id for f in figures.FIGURES))")
 
-all_args=("$@")
-mode="" hosts="" quick=0 force=0 dry_run=0 plot=1 nic_model=1 apps_nic=0
-bin="$ROOT/build/bin" out="" remote_dir=/tmp/smart-ae
-figures=() extra=()
-while (($#)); do
-  case $1 in
-    -h | --help) usage; exit 0 ;;
-    --local) [[ -z $mode ]] || die "give one of --local, --softroce and --cluster"; mode=local ;;
-    --softroce) [[ -z $mode ]] || die "give one of --local, --softroce and --cluster"; mode=softroce ;;
-    --cluster)
-      [[ -z $mode ]] || die "give one of --local, --softroce and --cluster"
-      (($# >= 2)) || die "--cluster needs a hosts file"
-      mode=cluster hosts=$2; shift ;;
-    --quick) quick=1 ;;
-    --force) force=1 ;;
-    --dry-run) dry_run=1 ;;
-    --no-plot) plot=0 ;;
-    --no-nic-model) nic_model=0 ;;
-    --apps-on-nic-model) apps_nic=1 ;;
-    --figure | --bin | --out | --remote-dir | --duration | --timeout | --max-key | --shm-latency-ns | --repeat)
-      (($# >= 2)) || die "$1 needs a value"
-      case $1 in
-        --figure) figures+=(--figure "$2") ;;
-        --bin) bin=$2 ;;
-        --out) out=$2 ;;
-        --remote-dir) remote_dir=$2 ;;
-        --duration | --timeout | --max-key | --shm-latency-ns | --repeat)
-          [[ $2 =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "$1: expected a non-negative number, found '$2'"
-          [[ $1 == --duration || $2 =~ ^[0-9]+$ ]] || die "$1: expected a whole number, found '$2'"
-          extra+=("$1" "$2") ;;
-      esac
-      shift ;;
-    *) die "unknown argument '$1' (see --help)" ;;
-  esac
-  shift
-done
-[[ -n $mode ]] || die "give --local, --softroce or --cluster HOSTS (see --help)"
-((dry_run == 0)) || [[ $mode == cluster ]] || die "--dry-run needs --cluster"
-[[ $mode != cluster || -f $hosts ]] || die "hosts file '$hosts' not found"
-[[ -d $bin ]] || die "binary directory '$bin' not found (build with ./build.sh, or give --bin DIR)"
-
-profile=$mode
-((quick == 0)) || profile=quick
-if [[ -z $out ]]; then
-  out="$AE_DIR/results/$(hostname -s)-$mode"
-  ((quick == 0)) || out+=-quick
-fi
-rig=$mode
-if [[ $mode == softroce ]]; then
-  mkdir -p "$out" || die "cannot make the output folder '$out'"
-  out=$(cd "$out" && pwd -P) bin=$(cd "$bin" && pwd -P)
-  if [[ -z ${SOFTROCE_GUEST:-} ]]; then
-    # On the host: boot the guest once and run this script in it; it finds
-    # the host's files at the same paths (the guest mounts the host's /).
-    guest="$ROOT/test/softroce/guest.sh"
-    [[ -f $guest ]] || die "--softroce needs $guest (a source tree)"
-    echo "run.sh: booting the Soft-RoCE guest; the figures' progress follows (guest log: $out/guest/)" >&2
-    start=$(date +%s)
-    status=0
-    SOFTROCE_MEM=${SOFTROCE_MEM:-4096} bash "$guest" --timeout "${SOFTROCE_AE_TIMEOUT:-3600}" --out "$out/guest" -- \
-      bash "$AE_DIR/run.sh" "${all_args[@]}" --out "$out" --bin "$bin" --no-plot || status=$?
-    case $status in
-      0 | 1) ;;
-      2) exit 2 ;;
-      124) echo "run.sh: the guest did not finish within ${SOFTROCE_AE_TIMEOUT:-3600} s (SOFTROCE_AE_TIMEOUT); run again to resume" >&2; exit 1 ;;
-      *) echo "run.sh: the Soft-RoCE guest failed (exit $status; see $out/guest/)" >&2; exit 1 ;;
+  all_args=("$@")
+  mode="" hosts="" quick=0 force=0 dry_run=0 plot=1 nic_model=1 apps_nic=0
+  bin="$ROOT/build/bin" out="" remote_dir=/tmp/smart-ae
+  figures=() extra=()
+  while (($#)); do
+    case $1 in
+      -h | --help) usage; exit 0 ;;
+      --local) [[ -z $mode ]] || die "give one of --local, --softroce and --cluster"; mode=local ;;
+      --softroce) [[ -z $mode ]] || die "give one of --local, --softroce and --cluster"; mode=softroce ;;
+      --cluster)
+        [[ -z $mode ]] || die "give one of --local, --softroce and --cluster"
+        (($# >= 2)) || die "--cluster needs a hosts file"
+        mode=cluster hosts=$2; shift ;;
+      --quick) quick=1 ;;
+      --force) force=1 ;;
+      --dry-run) dry_run=1 ;;
+      --no-plot) plot=0 ;;
+      --no-nic-model) nic_model=0 ;;
+      --apps-on-nic-model) apps_nic=1 ;;
+      --figure | --bin | --out | --remote-dir | --duration | --timeout | --max-key | --shm-latency-ns | --repeat)
+        (($# >= 2)) || die "$1 needs a value"
+        case $1 in
+          --figure) figures+=(--figure "$2") ;;
+          --bin) bin=$2 ;;
+          --out) out=$2 ;;
+          --remote-dir) remote_dir=$2 ;;
+          --duration | --timeout | --max-key | --shm-latency-ns | --repeat)
+            [[ $2 =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "$1: expected a non-negative number, found '$2'"
+            [[ $1 == --duration || $2 =~ ^[0-9]+$ ]] || die "$1: expected a whole number, found '$2'"
+            extra+=("$1" "$2") ;;
+        esac
+        shift ;;
+      *) die "unknown argument '$1' (see --help)" ;;
     esac
-    finish_run
+    shift
+  done
+  [[ -n $mode ]] || die "give --local, --softroce or --cluster HOSTS (see --help)"
+  ((dry_run == 0)) || [[ $mode == cluster ]] || die "--dry-run needs --cluster"
+  [[ $mode != cluster || -f $hosts ]] || die "hosts file '$hosts' not found"
+  [[ -d $bin ]] || die "binary directory '$bin' not found (build with ./build.sh, or give --bin DIR)"
+
+  profile=$mode
+  ((quick == 0)) || profile=quick
+  if [[ -z $out ]]; then
+    out="$AE_DIR/results/$(hostname -s)-$mode"
+    ((quick == 0)) || out+=-quick
   fi
-  # In the guest: cluster mode on localhost, commands run here by the
-  # local stand-in for clush, the backends' files on the guest's tmpfs.
-  hosts="$out/hosts.txt"
-  printf 'memory localhost\ncompute localhost\n' >"$hosts"
-  export PATH="$AE_DIR/collect/local-clush:$PATH"
-  [[ $remote_dir != /tmp/smart-ae ]] || remote_dir=/run/smart-ae
-  mode=cluster
-  ((quick)) || profile=softroce
-fi
+  rig=$mode
+  if [[ $mode == softroce ]]; then
+    mkdir -p "$out" || die "cannot make the output folder '$out'"
+    out=$(cd "$out" && pwd -P) bin=$(cd "$bin" && pwd -P)
+    if [[ -z ${SOFTROCE_GUEST:-} ]]; then
+      # On the host: boot the guest once and run this script in it; it finds
+      # the host's files at the same paths (the guest mounts the host's /).
+      guest="$ROOT/test/softroce/guest.sh"
+      [[ -f $guest ]] || die "--softroce needs $guest (a source tree)"
+      echo "run.sh: booting the Soft-RoCE guest; the figures' progress follows (guest log: $out/guest/)" >&2
+      start=$(date +%s)
+      status=0
+      SOFTROCE_MEM=${SOFTROCE_MEM:-4096} bash "$guest" --timeout "${SOFTROCE_AE_TIMEOUT:-3600}" --out "$out/guest" -- \
+        bash "$AE_DIR/run.sh" "${all_args[@]}" --out "$out" --bin "$bin" --no-plot || status=$?
+      case $status in
+        0 | 1) ;;
+        2) exit 2 ;;
+        124) echo "run.sh: the guest did not finish within ${SOFTROCE_AE_TIMEOUT:-3600} s (SOFTROCE_AE_TIMEOUT); run again to resume" >&2; exit 1 ;;
+        *) echo "run.sh: the Soft-RoCE guest failed (exit $status; see $out/guest/)" >&2; exit 1 ;;
+      esac
+      finish_run
+    fi
+    # In the guest: cluster mode on localhost, commands run here by the
+    # local stand-in for clush, the backends' files on the guest's tmpfs.
+    hosts="$out/hosts.txt"
+    printf 'memory localhost\ncompute localhost\n' >"$hosts"
+    export PATH="$AE_DIR/collect/local-clush:$PATH"
+    [[ $remote_dir != /tmp/smart-ae ]] || remote_dir=/run/smart-ae
+    mode=cluster
+    ((quick)) || profile=softroce
+  fi
 
-args=(--mode "$mode" --profile "$profile" --rig "$rig" --bin "$bin" --out "$out" --config-dir "$ROOT/config"
-      --remote-dir "$remote_dir" "${figures[@]}" "${extra[@]}")
-((force)) && args+=(--force)
-[[ $mode == cluster ]] && args+=(--hosts "$hosts")
-((dry_run)) && args+=(--dry-run)
-((nic_model)) || args+=(--no-nic-model)
-((apps_nic == 0)) || [[ $mode == local ]] || die "--apps-on-nic-model needs --local"
-((apps_nic == 0)) || ((nic_model)) || die "--apps-on-nic-model and --no-nic-model contradict each other"
-((apps_nic == 0)) || args+=(--apps-on-nic-model)
+  args=(--mode "$mode" --profile "$profile" --rig "$rig" --bin "$bin" --out "$out" --config-dir "$ROOT/config"
+        --remote-dir "$remote_dir" "${figures[@]}" "${extra[@]}")
+  ((force)) && args+=(--force)
+  [[ $mode == cluster ]] && args+=(--hosts "$hosts")
+  ((dry_run)) && args+=(--dry-run)
+  ((nic_model)) || args+=(--no-nic-model)
+  ((apps_nic == 0)) || [[ $mode == local ]] || die "--apps-on-nic-model needs --local"
+  ((apps_nic == 0)) || ((nic_model)) || die "--apps-on-nic-model and --no-nic-model contradict each other"
+  ((apps_nic == 0)) || args+=(--apps-on-nic-model)
 
-start=$(date +%s)
-status=0
-"$PY" "$AE_DIR/collect/sweep.py" "${args[@]}" || status=$?
-case $status in
-  0 | 3) ;;
-  2) exit 2 ;;
-  *) echo "run.sh: the collector stopped (exit $status)" >&2; exit 1 ;;
-esac
-((dry_run)) && exit 0
-finish_run
+  start=$(date +%s)
+  status=0
+  "$PY" "$AE_DIR/collect/sweep.py" "${args[@]}" || status=$?
+  case $status in
+    0 | 3) ;;
+    2) exit 2 ;;
+    *) echo "run.sh: the collector stopped (exit $status)" >&2; exit 1 ;;
+  esac
+  ((dry_run)) && exit 0
+  finish_run
+}
+
+main "$@"

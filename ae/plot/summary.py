@@ -196,28 +196,19 @@ def rules_for(fid):
 def verdict(results, hardware, local, modeled=False, softroce=False):
     ratios = [r for r, _ in results]
     detail = "; ".join(t for _, t in results)
-    measured = results and all(r is not None for r in ratios)
+    if hardware and local and not modeled and not softroce:
+        return "cannot be shown on shm", "%s: a hardware effect this run has no model of. Measured (what this " \
+            "machine does): %s" % (hardware, detail)
+    if not results or any(r is None for r in ratios):
+        return "no data", detail or "nothing measured"
+    outcome = "shown" if all(r > THRESHOLD for r in ratios) else "not shown"
     if softroce:
-        if not measured:
-            return "no data", detail or "nothing measured"
-        shown = all(r > THRESHOLD for r in ratios)
-        return ("shown (Soft-RoCE)" if shown else "not shown (Soft-RoCE)"), (
+        return outcome + " (Soft-RoCE)", (
             "over rxe, a software NIC in the guest's kernel, which has only in part what the claim is about "
             "(%s): %s" % (hardware, detail) if hardware else "over verbs on rxe: %s" % detail)
     if local and modeled:
-        if not measured:
-            return "no data", detail or "nothing measured"
-        shown = all(r > THRESHOLD for r in ratios)
-        return ("shown (modeled)" if shown else "not shown (modeled)"), \
-            "with the shm transport's NIC model, not hardware: %s" % detail
-    if hardware and local:
-        return "cannot be shown on shm", "%s: a hardware effect this run has no model of. Measured (what this " \
-            "machine does): %s" % (hardware, detail)
-    if not measured:
-        return "no data", detail or "nothing measured"
-    if all(r > THRESHOLD for r in ratios):
-        return "shown", detail
-    return "not shown", detail
+        return outcome + " (modeled)", "with the shm transport's NIC model, not hardware: %s" % detail
+    return outcome, detail
 
 
 def point_counts(out, fid):
@@ -255,6 +246,17 @@ def runs_per_point(out):
                     counts[base] = counts.get(base, 0) + 1
         most = max([most] + list(counts.values()))
     return most
+
+
+def rig_label(run):
+    """What a run ran on, in a few words: a column heading beside other rigs."""
+    if run.get("rig") == "softroce":
+        return "Soft-RoCE (rxe, verbs)"
+    if run.get("mode") == "local":
+        if run.get("nic_model_apps"):
+            return "shm, every figure on the NIC model"
+        return "shm (test_rdma figures on the NIC model)" if run.get("nic_model") else "shm"
+    return "verbs, %s" % run.get("mode", "?")
 
 
 def main():
@@ -309,6 +311,8 @@ def main():
                   "is a handful, not the paper's 96." % (THRESHOLD, run.get("cores")), ""]
     table = ["| figure | claim | rule | verdict |", "| --- | --- | --- | --- |"]
     sections = []
+    # What ae/plot/rigs.py puts beside other rigs' runs: one entry a claim.
+    claims = []
     for fig in figures.FIGURES:
         fdir = os.path.join(out, "fig-" + fig.id)
         if not os.path.isdir(fdir):
@@ -319,6 +323,7 @@ def main():
             with open(skipped) as f:
                 why = f.read().strip()
             table.append("| %s | %s | | skipped: %s |" % (fig.id, fig.claim, why))
+            claims.append({"figure": fig.id, "claim": fig.claim, "verdict": "skipped: " + why})
             sec += ["Skipped: %s." % why, ""]
             sections += sec
             continue
@@ -327,6 +332,7 @@ def main():
             # folder: not a run that measured nothing.
             for claim, rule, _ in rules_for(fig.id):
                 table.append("| %s | %s | %s | not run here |" % (fig.id, claim, rule))
+                claims.append({"figure": fig.id, "claim": claim, "verdict": "not run here"})
             sections += sec + ["Not run into this folder (it has no points.csv): `ae/run.sh --figure %s "
                                "--out %s` runs it." % (fig.id, out), ""]
             continue
@@ -347,12 +353,17 @@ def main():
                                 modeled=bool(run.get("nic_model")) and (
                                     fig.bench == "test_rdma" or bool(run.get("nic_model_apps"))), softroce=softroce)
             table.append("| %s | %s | %s | **%s** |" % (fig.id, claim, rule, v))
+            claims.append({"figure": fig.id, "claim": claim, "verdict": v})
             sec += ["- Claim: %s. Rule: %s. **%s**: %s." % (claim, rule, v[:1].upper() + v[1:], detail)]
         sec.append("")
         sections += sec
     lines += table + [""] + sections
     with open(os.path.join(out, "index.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
+    with open(os.path.join(out, "verdicts.json"), "w") as f:
+        json.dump({"rig": rig_label(run), "commit": run.get("commit"), "started": run.get("started"),
+                   "claims": claims}, f, indent=1)
+        f.write("\n")
     print("summary: %s" % os.path.join(out, "index.md"), file=sys.stderr)
 
 

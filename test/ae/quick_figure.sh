@@ -49,6 +49,13 @@ if head=$(git -C "$SMART_SOURCE" rev-parse --short=12 HEAD 2>/dev/null); then
 fi
 grep -Eq "^\| $fig \| .*\*\*(shown|not shown|cannot be shown on shm)( \(modeled\))?\*\*" "$out/index.md" ||
   fail "index.md has no verdict for fig $fig"
+# The table of claims against rigs carries this run's verdict for the
+# figure, and exits 0 only when every claim in it has one.
+want=$(sed -n "s/^| $fig | .* | \*\*\(.*\)\*\* |\$/\1/p" "$out/index.md" | head -n 1)
+[[ -n $want ]] || fail "no verdict for fig $fig in index.md"
+python3 "$SMART_SOURCE/ae/plot/rigs.py" --out "$WORK_DIR/rigs.md" "$out" 2>"$WORK_DIR/rigs.err" ||
+  fail "rigs.py refused a run that decided every claim: $(cat "$WORK_DIR/rigs.err")"
+grep -Fq "| **$want** |" "$WORK_DIR/rigs.md" || fail "rigs.md does not carry fig $fig's verdict '$want'"
 case $kind in
   modeled)
     grep -Eq "^\| $fig \| .*\*\*(shown|not shown) \(modeled\)\*\*" "$out/index.md" ||
@@ -77,4 +84,10 @@ grep -Eq "^\| $other \| .* \| not run here \|" "$out/index.md" ||
   fail "fig $other, never run here, is not said to be: $(grep "^| $other |" "$out/index.md")"
 grep -Eq "^\| $fig \| .*\*\*(shown|not shown|cannot be shown on shm)( \(modeled\))?\*\*" "$out/index.md" ||
   fail "fig $fig lost its verdict when the summary was written again"
+# Now fig $other has no verdict in this folder: rigs.py names it and fails,
+# unless another run decided it.
+if python3 "$SMART_SOURCE/ae/plot/rigs.py" --out "$WORK_DIR/rigs.md" "$out" 2>"$WORK_DIR/rigs.err"; then
+  fail "rigs.py passed with fig $other not run anywhere"
+fi
+grep -q "^- $other: " "$WORK_DIR/rigs.md" || fail "rigs.md does not name fig $other as undecided"
 pass "fig $fig: $series series x $rows points, CSVs, plots and summary"

@@ -11,65 +11,185 @@
 // evicted when a new one comes in (any capacity, including 1, is correct;
 // 0 turns the cache off). A thread whose cache is empty at the budget
 // caches nothing until others shrink.
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <utility>
 
 #include "tree_internal.h"
 
 namespace smart::btree {
 
-IndexCache::~IndexCache() { used_->fetch_sub(pages_.size(), std::memory_order_relaxed); }
+IndexCache::~IndexCache() {
+  used_->fetch_sub(size_, std::memory_order_relaxed);
+  for (Slot* chunk : chunks_) std::free(chunk);
+}
 
-void IndexCache::erase(Map::iterator it) {
+uint32_t IndexCache::take_slot() {
+  if (!free_.empty()) {
+    const uint32_t s = free_.back();
+    free_.pop_back();
+    return s;
+  }
+  const auto s = static_cast<uint32_t>(links_.size());
+  if (s % kChunkSlots == 0) {
+    void* chunk = std::aligned_alloc(kHugePageSize, kHugePageSize);
+    if (chunk == nullptr) throw std::bad_alloc();
+    madvise(chunk, kHugePageSize, MADV_HUGEPAGE);
+    chunks_.push_back(static_cast<Slot*>(chunk));
+  }
+  links_.emplace_back();
+  new (&slot(s)) Slot;
+  return s;
+}
+
+void IndexCache::unlink(uint32_t s) {
+  Link& l = links_[s];
+  (l.newer == kNoSlot ? newest_ : links_[l.newer].older) = l.older;
+  (l.older == kNoSlot ? oldest_ : links_[l.older].newer) = l.newer;
+  l = Link{};
+}
+
+void IndexCache::make_newest(uint32_t s) {
+  links_[s].older = newest_;
+  if (newest_ != kNoSlot) links_[newest_].newer = s;
+  newest_ = s;
+  if (oldest_ == kNoSlot) oldest_ = s;
+}
+
+ptrdiff_t IndexCache::sorted_floor(uint64_t key) const {
+  const auto group = std::upper_bound(summary_.begin(), summary_.end(), key) - summary_.begin();
+  if (group == 0) return -1;
+  const auto first = sorted_.begin() + static_cast<ptrdiff_t>((group - 1) * kGroup);
+  const auto last = sorted_.end() - first > static_cast<ptrdiff_t>(kGroup) ? first + kGroup : sorted_.end();
+  return (std::upper_bound(first, last, key) - sorted_.begin()) - 1;
+}
+
+uint32_t IndexCache::find(uint64_t min) {
+  const ptrdiff_t i = sorted_floor(min);
+  if (i >= 0 && sorted_[static_cast<size_t>(i)] == min) return sorted_slots_[static_cast<size_t>(i)];
+  auto it = recent_.find(min);
+  return it == recent_.end() ? kNoSlot : it->second;
+}
+
+void IndexCache::remove(uint64_t min) {
+  uint32_t s = kNoSlot;
+  const ptrdiff_t i = sorted_floor(min);
+  if (i >= 0 && sorted_[static_cast<size_t>(i)] == min && sorted_slots_[static_cast<size_t>(i)] != kNoSlot) {
+    s = std::exchange(sorted_slots_[static_cast<size_t>(i)], kNoSlot);
+    ++gone_;
+  } else if (auto it = recent_.find(min); it != recent_.end()) {
+    s = it->second;
+    recent_.erase(it);
+  }
+  if (s == kNoSlot) return;
+  unlink(s);
+  free_.push_back(s);
+  --size_;
   used_->fetch_sub(1, std::memory_order_relaxed);
-  lru_.erase(it->second.lru);
-  pages_.erase(it);
+  // Mostly gone: compact, so that searches do not wade through the dead.
+  if (gone_ > 64 && gone_ * 4 > sorted_.size()) merge();
+}
+
+void IndexCache::merge() {
+  std::vector<uint64_t> keys;
+  std::vector<uint32_t> slots;
+  keys.reserve(size_);
+  slots.reserve(size_);
+  auto r = recent_.begin();
+  for (size_t i = 0; i <= sorted_.size(); ++i) {
+    const bool more = i < sorted_.size();
+    for (; r != recent_.end() && (!more || r->first < sorted_[i]); ++r) {
+      keys.push_back(r->first);
+      slots.push_back(r->second);
+    }
+    if (more && sorted_slots_[i] != kNoSlot) {
+      keys.push_back(sorted_[i]);
+      slots.push_back(sorted_slots_[i]);
+    }
+  }
+  sorted_ = std::move(keys);
+  sorted_slots_ = std::move(slots);
+  summary_.clear();
+  for (size_t i = 0; i < sorted_.size(); i += kGroup) summary_.push_back(sorted_[i]);
+  recent_.clear();
+  gone_ = 0;
 }
 
 bool IndexCache::lookup(uint64_t key, GlobalAddress* leaf, uint64_t* min_key) {
-  // The last cached page whose lower fence is at or below the key.
-  auto it = pages_.upper_bound(key);
-  if (it == pages_.begin()) return false;
-  --it;
-  Entry& e = it->second;
+  // The last cached page whose lower fence is at or below the key: the
+  // greater of the sorted array's and the recent pages' candidates.
+  uint64_t min = 0;
+  uint32_t s = kNoSlot;
+  const ptrdiff_t i = sorted_floor(key);
+  if (i >= 0) {
+    min = sorted_[static_cast<size_t>(i)];
+    s = sorted_slots_[static_cast<size_t>(i)];
+  }
+  if (!recent_.empty()) {
+    auto it = recent_.upper_bound(key);
+    if (it != recent_.begin() && (--it, i < 0 || it->first > min)) {
+      min = it->first;
+      s = it->second;
+    }
+  }
+  // (A page that went since is a miss, even if one further left is cached.)
+  if (s == kNoSlot) return false;
+  const Slot& e = slot(s);
   if (!e.header.covers(key)) return false;
   *leaf = InternalChild(e.image, e.header, key);
-  *min_key = it->first;
-  if (e.lru != lru_.begin()) lru_.splice(lru_.begin(), lru_, e.lru);
+  *min_key = min;
+  if (s != newest_) {
+    unlink(s);
+    make_newest(s);
+  }
   return true;
 }
 
 void IndexCache::insert(const char* page) {
   if (capacity_ == 0) return;
   const PageHeader h = DecodeHeader(page);
-  auto found = pages_.find(h.min);
-  if (found != pages_.end()) {
+  if (const uint32_t s = find(h.min); s != kNoSlot) {
     // A newer copy of the same page (same lower fence).
-    Entry& e = found->second;
+    Slot& e = slot(s);
     memcpy(e.image, page, kPageSize);
     e.header = h;
-    lru_.splice(lru_.begin(), lru_, e.lru);
+    if (s != newest_) {
+      unlink(s);
+      make_newest(s);
+    }
     return;
   }
   const bool over_budget = used_->load(std::memory_order_relaxed) >= budget_;
-  if (over_budget && pages_.empty()) return;
+  if (over_budget && size_ == 0) return;
   // Evict the least recently used page: one at the budget, as many as it
   // takes at the capacity.
   bool evicted = false;
-  while (!pages_.empty() && (pages_.size() >= capacity_ || (over_budget && !evicted))) {
-    erase(lru_.back());
+  while (size_ > 0 && (size_ >= capacity_ || (over_budget && !evicted))) {
+    remove(slot(oldest_).header.min);
     evicted = true;
   }
-  auto it = pages_.try_emplace(h.min).first;
-  memcpy(it->second.image, page, kPageSize);
-  it->second.header = h;
-  lru_.push_front(it);
-  it->second.lru = lru_.begin();
+  const uint32_t s = take_slot();
+  Slot& e = slot(s);
+  memcpy(e.image, page, kPageSize);
+  e.header = h;
+  make_newest(s);
+  ++size_;
   used_->fetch_add(1, std::memory_order_relaxed);
+  // A key that went from the sorted array comes back in its place.
+  const ptrdiff_t i = sorted_floor(h.min);
+  if (i >= 0 && sorted_[static_cast<size_t>(i)] == h.min) {
+    sorted_slots_[static_cast<size_t>(i)] = s;
+    --gone_;
+    return;
+  }
+  recent_.emplace(h.min, s);
+  if (recent_.size() > 64 + sorted_.size() / 32) merge();
 }
 
-void IndexCache::invalidate(uint64_t min_key) {
-  auto it = pages_.find(min_key);
-  if (it != pages_.end()) erase(it);
-}
+void IndexCache::invalidate(uint64_t min_key) { remove(min_key); }
 
 }  // namespace smart::btree

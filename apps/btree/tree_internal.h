@@ -11,7 +11,6 @@
 #pragma once
 
 #include <atomic>
-#include <list>
 #include <map>
 #include <memory>
 #include <string>
@@ -137,8 +136,7 @@ inline uint32_t LockIndex(GlobalAddress page) {
 }
 
 // Each thread's cache of level-1 pages (the parents of leaves), keyed by
-// their lower fence in a sorted array (a lookup is a binary search over
-// contiguous keys); least recently used pages go first.
+// their lower fence; least recently used pages go first (index_cache.cc).
 class IndexCache {
  public:
   // At most `capacity` pages, and no new page while `*used` (the pages of
@@ -155,27 +153,58 @@ class IndexCache {
   // Caches a copy of a consistent level-1 page image.
   void insert(const char* page);
   void invalidate(uint64_t min_key);
-  size_t size() const { return pages_.size(); }
+  size_t size() const { return size_; }
   size_t capacity() const { return capacity_; }
 
  private:
-  struct Entry;
-  using Map = std::map<uint64_t, Entry>;  // by lower fence
-  struct Entry {
-    char image[kPageSize];
+  // A cached page: its decoded header beside its image, so that a lookup
+  // touches one place after the index.
+  struct Slot {
     PageHeader header;
-    std::list<Map::iterator>::iterator lru;
+    alignas(64) char image[kPageSize];
   };
-  void erase(Map::iterator it);
+  // Slots come in chunks of one 2 MiB page each (huge where the host allows).
+  static constexpr uint32_t kChunkSlots = static_cast<uint32_t>(kHugePageSize / sizeof(Slot));
+  static constexpr uint32_t kNoSlot = UINT32_MAX;
+  struct Link {  // the recency list, by slot number
+    uint32_t newer = kNoSlot;
+    uint32_t older = kNoSlot;
+  };
+  // Keys of the sorted array per entry of its summary.
+  static constexpr size_t kGroup = 64;
+
+  Slot& slot(uint32_t s) { return chunks_[s / kChunkSlots][s % kChunkSlots]; }
+  uint32_t take_slot();
+  void unlink(uint32_t s);
+  void make_newest(uint32_t s);
+  // The position in sorted_ of the last key at or below `key`, or -1.
+  ptrdiff_t sorted_floor(uint64_t key) const;
+  // The slot caching the page with lower fence `min`, or kNoSlot.
+  uint32_t find(uint64_t min);
+  void remove(uint64_t min);
+  // Merges recent_ into the sorted array and drops the gone keys.
+  void merge();
 
   size_t capacity_;
   std::atomic<size_t>* used_;
   size_t budget_;
-  // A map, not a sorted array: a cache of 100,000 pages fills at about the
-  // rate of operations while it warms up, and an array's insertion moves
-  // half of it each time.
-  Map pages_;
-  std::list<Map::iterator> lru_;  // most recent first
+  // The pages by lower fence: a sorted array searched through a summary
+  // of every kGroup-th key (a lookup reads a few cache lines, where a
+  // tree of 100,000 nodes costs a cache miss a level), and the pages
+  // added since its last merge in a small map. A merge, once the map
+  // holds a thirty-second of the array, moves each key a few times over
+  // the cache's life, not half the array on every insertion.
+  std::vector<uint64_t> sorted_;
+  std::vector<uint32_t> sorted_slots_;  // kNoSlot: the page went since
+  std::vector<uint64_t> summary_;       // sorted_[0], sorted_[kGroup], ...
+  size_t gone_ = 0;                     // kNoSlot entries in sorted_
+  std::map<uint64_t, uint32_t> recent_;
+  size_t size_ = 0;
+  std::vector<Slot*> chunks_;
+  std::vector<Link> links_;        // one a slot ever taken
+  std::vector<uint32_t> free_;     // slots given back
+  uint32_t newest_ = kNoSlot;
+  uint32_t oldest_ = kNoSlot;
 };
 
 // A speculative-lookup entry in one word (0: empty): the line (1..15), the

@@ -311,6 +311,60 @@ TEST(BTreeIndexCache, EvictsTheLeastRecentlyUsedAndInvalidates) {
   EXPECT_EQ(used.load(), 1u);
 }
 
+// Thousands of pages span several of the cache's 2 MiB chunks of slots;
+// every page still gives its own children, and the slots of invalidated
+// and evicted pages are taken again without mixing up two pages.
+TEST(BTreeIndexCache, ManyPagesAcrossChunksKeepTheirOwnChildren) {
+  constexpr int kPages = 5000;
+  std::vector<PageImage> pages = LevelOnePages(kPages);
+  std::atomic<size_t> used{0};
+  IndexCache cache(4000, &used, 100000);
+  for (int i = 0; i < kPages; ++i) cache.insert(pages[static_cast<size_t>(i)].data());
+  EXPECT_EQ(cache.size(), 4000u);
+  EXPECT_EQ(used.load(), 4000u);
+  GlobalAddress leaf;
+  uint64_t min = 0;
+  // The first 1000 went (least recently used); the rest answer for themselves.
+  EXPECT_FALSE(cache.lookup(100 * 999 + 55, &leaf, &min));
+  for (uint64_t i = 1000; i < kPages; i += 7) {
+    ASSERT_TRUE(cache.lookup(100 * i + 55, &leaf, &min)) << "page " << i;
+    EXPECT_EQ(leaf, GlobalAddress(0, (10 * i + 5) * 1024)) << "page " << i;
+    EXPECT_EQ(min, 100 * i);
+  }
+  for (uint64_t i = 1000; i < 3000; ++i) cache.invalidate(100 * i);
+  EXPECT_EQ(cache.size(), 2000u);
+  for (int i = 0; i < 1000; ++i) cache.insert(pages[static_cast<size_t>(i)].data());
+  EXPECT_EQ(cache.size(), 3000u);
+  for (uint64_t i = 0; i < kPages; i += 3) {
+    const bool cached = i < 1000 || i >= 3000;
+    ASSERT_EQ(cache.lookup(100 * i + 5, &leaf, &min), cached) << "page " << i;
+    if (cached) EXPECT_EQ(leaf, GlobalAddress(0, (10 * i) * 1024)) << "page " << i;
+  }
+  EXPECT_EQ(used.load(), 3000u);
+}
+
+// A page that went from the cache's sorted part and is cached again is
+// found again, and its neighbours are not disturbed.
+TEST(BTreeIndexCache, APageCachedAgainIsFoundAgain) {
+  std::vector<PageImage> pages = LevelOnePages(200);
+  std::atomic<size_t> used{0};
+  IndexCache cache(1000, &used, 100000);
+  for (PageImage& p : pages) cache.insert(p.data());
+  GlobalAddress leaf;
+  uint64_t min = 0;
+  cache.invalidate(1000);  // page 10
+  EXPECT_FALSE(cache.lookup(1055, &leaf, &min));
+  EXPECT_EQ(cache.size(), 199u);
+  cache.insert(pages[10].data());
+  ASSERT_TRUE(cache.lookup(1055, &leaf, &min));
+  EXPECT_EQ(leaf, GlobalAddress(0, 105 * 1024));
+  EXPECT_EQ(min, 1000u);
+  ASSERT_TRUE(cache.lookup(955, &leaf, &min));
+  EXPECT_EQ(leaf, GlobalAddress(0, 95 * 1024));
+  EXPECT_EQ(cache.size(), 200u);
+  EXPECT_EQ(used.load(), 200u);
+}
+
 // The threads' caches share one budget: a cache at the budget makes room
 // by evicting its own pages, one with none caches nothing until another
 // gives pages back, and a cache that goes gives back all it held.

@@ -34,6 +34,29 @@ NicModel::Params Params(double rate_mops, uint64_t cache, double miss_ns, int do
   return p;
 }
 
+// The device's lock excludes: increments made under it by threads that
+// keep taking it from each other are never lost.
+TEST(NicModelTest, TheDeviceLockLetsOneThreadInAtATime) {
+  shm::NicLock lock;
+  uint64_t counter = 0;
+  constexpr int kThreads = 3;
+  constexpr int kRounds = 200000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kRounds; ++i) {
+        lock.lock();
+        const uint64_t seen = counter;
+        if (i % 64 == 0) std::this_thread::yield();  // a holder off its core
+        counter = seen + 1;
+        lock.unlock();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(counter, uint64_t{kThreads} * kRounds);
+}
+
 TEST(NicModelTest, TheRateCapQueuesRequestsBehindEachOther) {
   NicModel nic(Params(1.0, 1000, 0), 1.0);  // 1000 cycles a request
   EXPECT_EQ(nic.admit(0, 1), 1000u);

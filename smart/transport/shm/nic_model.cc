@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 
 #include "smart/status.h"
 #include "smart/task.h"
@@ -31,6 +32,20 @@ bool NicDoorbell::ring(int thread, uint64_t handoff_cycles) {
   last_thread_ = thread;
   locked_.store(false, std::memory_order_release);
   return handoff;
+}
+
+void NicLock::lock() {
+  for (int spins = 0;; ++spins) {
+    if (!locked_.load(std::memory_order_relaxed) && !locked_.exchange(true, std::memory_order_acquire)) return;
+    if (spins >= 64) {
+      sched_yield();
+      spins = 0;
+    } else {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
 }
 
 NicModel::NicModel(const Params& params, double cycles_per_ns, uint64_t latency_cycles)
@@ -61,7 +76,7 @@ void NicModel::expire(uint64_t now) {
 }
 
 uint64_t NicModel::admit(uint64_t now, uint32_t count) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<NicLock> hold(lock_);
   expire(now);
   outstanding_ += count;
   const uint64_t work = std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(request_cycles(outstanding_) * count)));
@@ -72,7 +87,7 @@ uint64_t NicModel::admit(uint64_t now, uint32_t count) {
 }
 
 uint64_t NicModel::outstanding(uint64_t now) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<NicLock> hold(lock_);
   expire(now);
   return outstanding_;
 }

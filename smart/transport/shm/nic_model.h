@@ -25,7 +25,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -45,6 +44,21 @@ class NicDoorbell {
   alignas(64) std::atomic<bool> locked_{false};
   int last_thread_ = -1;
   std::atomic<uint64_t> handoffs_{0};
+};
+
+// The device's lock. It is held for a few dozen nanoseconds, so a waiter
+// spins instead of sleeping: a futex sleep and wake-up costs tens of
+// microseconds on a VM, and with two threads taking turns at the device
+// the sleeps fed on themselves (runs at two-thirds of the device's rate
+// with a P99 of 60 us, by chance from run to run). Past 64 spins a waiter
+// offers its core, in case the holder is off one.
+class NicLock {
+ public:
+  void lock();
+  void unlock() { locked_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> locked_{false};
 };
 
 class NicModel {
@@ -77,7 +91,7 @@ class NicModel {
   std::string description() const;
 
  private:
-  // Drops the batches whose completions are due by `now`. Holds mutex_.
+  // Drops the batches whose completions are due by `now`. Holds lock_.
   void expire(uint64_t now);
 
   struct Batch {
@@ -93,7 +107,7 @@ class NicModel {
   std::vector<std::unique_ptr<NicDoorbell>> doorbells_;
   std::atomic<uint32_t> next_doorbell_{0};
   // The device: one request at a time, in admission order.
-  alignas(64) std::mutex mutex_;
+  alignas(64) NicLock lock_;
   uint64_t busy_until_ = 0;    // cycle at which the device is idle
   uint64_t outstanding_ = 0;   // sum of in_flight_'s counts
   std::deque<Batch> in_flight_;  // due times never decrease

@@ -12,28 +12,6 @@
 
 namespace smart::shm {
 
-bool NicDoorbell::ring(int thread, uint64_t handoff_cycles) {
-  // A lock held only for the handoff: spin briefly, then give the core to
-  // the holder (on a machine with fewer cores than threads it may be
-  // waiting for one).
-  for (int spins = 0; locked_.exchange(true, std::memory_order_acquire); ++spins) {
-    if (spins >= 64) {
-      sched_yield();
-      spins = 0;
-    }
-  }
-  const bool handoff = last_thread_ >= 0 && last_thread_ != thread;
-  if (handoff) {
-    handoffs_.fetch_add(1, std::memory_order_relaxed);
-    const uint64_t until = Cycles() + handoff_cycles;
-    while (Cycles() < until) {
-    }
-  }
-  last_thread_ = thread;
-  locked_.store(false, std::memory_order_release);
-  return handoff;
-}
-
 void NicLock::lock() {
   for (int spins = 0;; ++spins) {
     if (!locked_.load(std::memory_order_relaxed) && !locked_.exchange(true, std::memory_order_acquire)) return;
@@ -46,6 +24,19 @@ void NicLock::lock() {
 #endif
     }
   }
+}
+
+bool NicDoorbell::ring(int thread, uint64_t handoff_cycles) {
+  std::lock_guard<NicLock> hold(lock_);
+  const bool handoff = last_thread_ >= 0 && last_thread_ != thread;
+  if (handoff) {
+    handoffs_.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t until = Cycles() + handoff_cycles;
+    while (Cycles() < until) {
+    }
+  }
+  last_thread_ = thread;
+  return handoff;
 }
 
 NicModel::NicModel(const Params& params, double cycles_per_ns, uint64_t latency_cycles)

@@ -32,21 +32,8 @@
 
 namespace smart::shm {
 
-class NicDoorbell {
- public:
-  // Rings the doorbell for thread `thread`: waits for any other thread
-  // ringing it, then spins `handoff_cycles` if another thread rang it last.
-  // Returns whether that handoff was paid.
-  bool ring(int thread, uint64_t handoff_cycles);
-  uint64_t handoffs() const { return handoffs_.load(std::memory_order_relaxed); }
-
- private:
-  alignas(64) std::atomic<bool> locked_{false};
-  int last_thread_ = -1;
-  std::atomic<uint64_t> handoffs_{0};
-};
-
-// The device's lock. It is held for a few dozen nanoseconds, so a waiter
+// The lock of the device and of each shared doorbell. It is held for a
+// few dozen nanoseconds (a doorbell's for its handoff), so a waiter
 // spins instead of sleeping: a futex sleep and wake-up costs tens of
 // microseconds on a VM, and with two threads taking turns at the device
 // the sleeps fed on themselves (runs at two-thirds of the device's rate
@@ -59,6 +46,20 @@ class NicLock {
 
  private:
   std::atomic<bool> locked_{false};
+};
+
+class NicDoorbell {
+ public:
+  // Rings the doorbell for thread `thread`: waits for any other thread
+  // ringing it, then spins `handoff_cycles` if another thread rang it last.
+  // Returns whether that handoff was paid.
+  bool ring(int thread, uint64_t handoff_cycles);
+  uint64_t handoffs() const { return handoffs_.load(std::memory_order_relaxed); }
+
+ private:
+  alignas(64) NicLock lock_;
+  int last_thread_ = -1;
+  std::atomic<uint64_t> handoffs_{0};
 };
 
 class NicModel {

@@ -60,6 +60,12 @@ void IndexCache::make_newest(uint32_t s) {
   if (oldest_ == kNoSlot) oldest_ = s;
 }
 
+void IndexCache::touch(uint32_t s) {
+  if (s == newest_) return;
+  unlink(s);
+  make_newest(s);
+}
+
 ptrdiff_t IndexCache::sorted_floor(uint64_t key) const {
   const auto group = std::upper_bound(summary_.begin(), summary_.end(), key) - summary_.begin();
   if (group == 0) return -1;
@@ -99,18 +105,16 @@ void IndexCache::merge() {
   std::vector<uint32_t> slots;
   keys.reserve(size_);
   slots.reserve(size_);
+  const auto keep = [&](uint64_t key, uint32_t s) {
+    keys.push_back(key);
+    slots.push_back(s);
+  };
   auto r = recent_.begin();
-  for (size_t i = 0; i <= sorted_.size(); ++i) {
-    const bool more = i < sorted_.size();
-    for (; r != recent_.end() && (!more || r->first < sorted_[i]); ++r) {
-      keys.push_back(r->first);
-      slots.push_back(r->second);
-    }
-    if (more && sorted_slots_[i] != kNoSlot) {
-      keys.push_back(sorted_[i]);
-      slots.push_back(sorted_slots_[i]);
-    }
+  for (size_t i = 0; i < sorted_.size(); ++i) {
+    for (; r != recent_.end() && r->first < sorted_[i]; ++r) keep(r->first, r->second);
+    if (sorted_slots_[i] != kNoSlot) keep(sorted_[i], sorted_slots_[i]);
   }
+  for (; r != recent_.end(); ++r) keep(r->first, r->second);
   sorted_ = std::move(keys);
   sorted_slots_ = std::move(slots);
   summary_.clear();
@@ -142,10 +146,7 @@ bool IndexCache::lookup(uint64_t key, GlobalAddress* leaf, uint64_t* min_key) {
   if (!e.header.covers(key)) return false;
   *leaf = InternalChild(e.image, e.header, key);
   *min_key = min;
-  if (s != newest_) {
-    unlink(s);
-    make_newest(s);
-  }
+  touch(s);
   return true;
 }
 
@@ -157,10 +158,7 @@ void IndexCache::insert(const char* page) {
     Slot& e = slot(s);
     memcpy(e.image, page, kPageSize);
     e.header = h;
-    if (s != newest_) {
-      unlink(s);
-      make_newest(s);
-    }
+    touch(s);
     return;
   }
   const bool over_budget = used_->load(std::memory_order_relaxed) >= budget_;
@@ -179,7 +177,8 @@ void IndexCache::insert(const char* page) {
   make_newest(s);
   ++size_;
   used_->fetch_add(1, std::memory_order_relaxed);
-  // A key that went from the sorted array comes back in its place.
+  // A key that went from the sorted array comes back in its place (searched
+  // again: an eviction above may have merged the array since find()).
   const ptrdiff_t i = sorted_floor(h.min);
   if (i >= 0 && sorted_[static_cast<size_t>(i)] == h.min) {
     sorted_slots_[static_cast<size_t>(i)] = s;

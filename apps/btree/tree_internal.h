@@ -177,6 +177,7 @@ class IndexCache {
   uint32_t take_slot();
   void unlink(uint32_t s);
   void make_newest(uint32_t s);
+  void touch(uint32_t s);  // makes a linked slot the newest
   // The position in sorted_ of the last key at or below `key`, or -1.
   ptrdiff_t sorted_floor(uint64_t key) const;
   // The slot caching the page with lower fence `min`, or kNoSlot.

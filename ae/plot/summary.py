@@ -32,9 +32,12 @@ def tput(row):
     raise KeyError("no throughput column")
 
 
-def value(data, panel, series, col=None, at="max"):
-    """The column (throughput when None) of a series at its largest (or smallest) x."""
+def value(data, panel, series, col=None, at="max", x_max=None):
+    """The column (throughput when None) of a series at its largest (or smallest) x; with x_max, the
+    largest x not above it."""
     pts = data.get((panel, series))
+    if pts and x_max is not None:
+        pts = [(x, r) for x, r in pts if x <= x_max]
     if not pts:
         return None
     x, row = pts[-1] if at == "max" else pts[0]
@@ -74,22 +77,31 @@ def pick(data, base, local):
     return base + MODEL if local and (base + MODEL) in series_names(data) else base
 
 
-def series_ratio(claim, rule, num, den, what):
-    """A rule comparing two series of a one-panel figure at its largest x: (claim, rule text, function)."""
+def series_ratio(claim, rule, num, den, what, x_max=None):
+    """A rule comparing two series of a one-panel figure at its largest x (not above x_max when given):
+    (claim, rule text, function)."""
     return (claim, "%s > %.2f" % (rule, THRESHOLD),
-            lambda d, l: [ratio_claim(value(d, None, num), value(d, None, den), what)])
+            lambda d, l: [ratio_claim(value(d, None, num, x_max=x_max), value(d, None, den, x_max=x_max), what)])
 
 
 # Each rule: (claim, rule text, function(data, local) -> list of (ratio, text)).
-def rules_for(fid):
+# cores: the threads that can run at once on the machine that ran the benches
+# (None when unknown or spread over hosts).
+def rules_for(fid, cores=None):
     most = "at the largest x measured"
+    # Threads contend for a doorbell only while they run at the same time:
+    # beyond the cores, the scheduler takes turns between them and a thread
+    # rings alone for a whole time slice, so the doorbell claims compare at
+    # the most threads that fit the cores.
+    together = ("at the most threads not above the machine's %d cores (beyond them threads take turns and do "
+                "not ring at once)" % cores) if cores else most
     if fid == "3a":
         return [series_ratio("per-thread doorbells scale where shared queue pairs do not",
-                             "per-thread doorbell / shared QP throughput %s" % most, "per-thread doorbell",
-                             "shared QP", "per-thread doorbell / shared QP")]
+                             "per-thread doorbell / shared QP throughput %s" % together, "per-thread doorbell",
+                             "shared QP", "per-thread doorbell / shared QP", x_max=cores)]
     if fid == "3b":
-        return [series_ratio("per-thread doorbells scale WRITEs", "per-thread doorbell / per-thread QP %s" % most,
-                             "per-thread doorbell", "per-thread QP", "doorbell / QP")]
+        return [series_ratio("per-thread doorbells scale WRITEs", "per-thread doorbell / per-thread QP %s" % together,
+                             "per-thread doorbell", "per-thread QP", "doorbell / QP", x_max=cores)]
     if fid == "4":
         def f(d, l):
             out = []
@@ -271,6 +283,8 @@ def main():
         run = {}
     local = run.get("mode") == "local"
     softroce = run.get("rig") == "softroce"
+    # Between hosts, the runner's cores say nothing of the compute hosts'.
+    cores = run.get("cores") if local or softroce else None
     rig = run.get("rig") or run.get("mode", "?")
     lines = ["# Reproducing the SMART paper: %s, %s" % (run.get("machine", "?"), rig), ""]
     lines += ["- machine: %s, %s cores; mode: %s (%s); profile: %s; started %s" % (
@@ -330,7 +344,7 @@ def main():
         if not os.path.exists(os.path.join(fdir, "points.csv")):
             # Plots or CSVs left from elsewhere, but no point run into this
             # folder: not a run that measured nothing.
-            for claim, rule, _ in rules_for(fig.id):
+            for claim, rule, _ in rules_for(fig.id, cores):
                 table.append("| %s | %s | %s | not run here |" % (fig.id, claim, rule))
                 claims.append({"figure": fig.id, "claim": claim, "verdict": "not run here"})
             sections += sec + ["Not run into this folder (it has no points.csv): `ae/run.sh --figure %s "
@@ -348,7 +362,7 @@ def main():
         for r in failed:
             sec.append("- failed: %s (%s): %s; log `%s`" % (r["point"], r["series"], r["status"], r["log"]))
         sec.append("")
-        for claim, rule, fn in rules_for(fig.id):
+        for claim, rule, fn in rules_for(fig.id, cores):
             v, detail = verdict(fn(data, local), fig.hardware_effect, local,
                                 modeled=bool(run.get("nic_model")) and (
                                     fig.bench == "test_rdma" or bool(run.get("nic_model_apps"))), softroce=softroce)

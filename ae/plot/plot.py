@@ -8,7 +8,6 @@ ConnectX-6 against a few threads on shm).
 """
 
 import argparse
-import csv
 import json
 import os
 import sys
@@ -24,6 +23,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "collect"))
 sys.path.insert(0, HERE)
 import benches  # noqa: E402
 import figures  # noqa: E402
+from points import load, throughput  # noqa: E402
 from reference import LABEL, PAPER  # noqa: E402
 
 # Per figure: the panels, each (data panel, column, title, paper panel).
@@ -43,41 +43,6 @@ PANELS = {
 }
 YLABEL = {"iops_m": "Mops", "mops": "Mops", "committed_mtxn_s": "committed Mtxn/s",
           "retries_per_op": "retries per op", "round_trips_per_op": "round trips per op"}
-
-
-def load(out, fig_id):
-    """{(panel, series): [(x, row), ...]} of the points recorded ok, and the series in order."""
-    path = os.path.join(out, "fig-" + fig_id, "points.csv")
-    data, order = {}, []
-    if not os.path.exists(path):
-        return data, order
-    with open(path, newline="") as f:
-        for r in csv.DictReader(f):
-            if r["status"] != "ok":
-                continue
-            row = benches.parse_row(r["bench"], r["row"])
-            key = (r["panel"] or None, r["series"])
-            data.setdefault(key, []).append((float(r["x"]), row))
-            if r["series"] not in order:
-                order.append(r["series"])
-    # Repetitions of a point: the run with the median throughput stands for it.
-    for key, v in data.items():
-        by_x = {}
-        for x, row in v:
-            by_x.setdefault(x, []).append(row)
-        medians = []
-        for x, rows in by_x.items():
-            rows.sort(key=throughput)
-            medians.append((x, rows[(len(rows) - 1) // 2]))
-        data[key] = sorted(medians, key=lambda p: p[0])
-    return data, order
-
-
-def throughput(row):
-    for col in ("mops", "iops_m", "committed_mtxn_s"):
-        if col in row:
-            return row[col]
-    return 0.0
 
 
 def machine_label(out):

@@ -19,7 +19,7 @@ import csv  # noqa: E402
 
 import benches  # noqa: E402
 import figures  # noqa: E402
-from plot import load  # noqa: E402
+from points import load  # noqa: E402
 
 THRESHOLD = 1.05
 MODEL = figures.MODEL

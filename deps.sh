@@ -21,6 +21,9 @@ packages=(
   libboost-context-dev nlohmann-json3-dev libjemalloc-dev libnuma-dev libsodium-dev
   libgtest-dev libcli11-dev libbenchmark-dev libisal-dev ninja-build
   python3 python3-matplotlib doxygen
+  # The membership: libcurl for its etcd client, and etcd itself, which its
+  # tests start on a private port.
+  libcurl4-openssl-dev etcd-server
   # The sanitizer stage (test/sanitize/run.sh): clang, its sanitizer
   # runtimes and libFuzzer.
   clang libclang-rt-14-dev libfuzzer-14-dev

@@ -285,6 +285,32 @@ void Config() {
   Write("config", "faults", std::string(1, '\6') + "delay=20us@cas#3+;stop@point:ht.split.frozen;fail@read#100");
 }
 
+// Answers of etcd 3.4's JSON gateway, as it writes them, each behind the
+// byte that picks its parser and a byte for where to cut (etcd_fuzz.cc).
+void Etcd() {
+  const std::string h =
+      R"("header":{"cluster_id":"14841639068965178418","member_id":"10276657743932975437","revision":"8","raft_term":"2"})";
+  const std::string kv =
+      R"({"key":"cy9r","create_revision":"5","mod_revision":"6","version":"2","value":"aGVsbG8=","lease":"42"})";
+  auto seed = [](int which, const char* name, const std::string& text) {
+    Write("etcd", name, std::string(1, static_cast<char>(which)) + std::string(1, '\x07') + text);
+  };
+  seed(0, "range", "{" + h + R"(,"kvs":[)" + kv + R"(],"count":"1"})");
+  seed(0, "range_empty", "{" + h + "}");
+  seed(1, "txn_won", "{" + h + R"(,"succeeded":true,"responses":[{"response_put":{"header":{"revision":"8"}}}]})");
+  seed(1, "txn_lost", "{" + h + R"(,"responses":[{"response_range":{"header":{"revision":"8"},"kvs":[)" + kv +
+                          R"(],"count":"1"}}]})");
+  seed(2, "lease_grant", "{" + h + R"(,"ID":"7587899215001567000","TTL":"2"})");
+  seed(3, "keepalive", R"({"result":{)" + h + R"(,"ID":"7587899215001567000","TTL":"2"}})");
+  seed(3, "keepalive_lapsed", R"({"result":{)" + h + R"(,"ID":"7587899215001567000"}})");
+  seed(4, "watch_created", R"({"result":{)" + h + R"(,"created":true}})");
+  seed(4, "watch_events", R"({"result":{)" + h + R"(,"events":[{"kv":)" + kv +
+                              R"(},{"type":"DELETE","kv":{"key":"dy9h","mod_revision":"11"}}]}})");
+  seed(4, "watch_canceled", R"({"result":{"header":{"raft_term":"2"},"canceled":true,"compact_revision":"7"}})");
+  seed(5, "error", R"({"error":"etcdserver: requested lease not found","message":"etcdserver: requested lease not found","code":5})");
+  seed(6, "stream", R"({"result":{"created":true}})" "\n" R"({"result":{"events":[{"kv":)" + kv + "}]}}\n{\"res");
+}
+
 int main(int argc, char** argv) {
   if (argc != 2 || argv[1][0] == '-') {
     fprintf(argc == 2 && strcmp(argv[1], "--help") == 0 ? stdout : stderr, "usage: %s DIR\n", argv[0]);
@@ -297,6 +323,7 @@ int main(int argc, char** argv) {
   BTree();
   Dtx();
   DtxHistory();
+  Etcd();
   printf("fuzz_seeds: seeds written to %s\n", argv[1]);
   return 0;
 }

@@ -51,8 +51,10 @@ asan_targets=(unit_tests hashtable_unit_tests btree_unit_tests dtx_unit_tests
   hashtable_backend hashtable_bench hashtable_check
   btree_backend btree_bench btree_check
   smallbank_backend smallbank_bench tatp_backend tatp_bench dtx_check_history
-  fuzz_seeds fuzz_handshake fuzz_blade_handshake fuzz_config fuzz_hashtable fuzz_btree fuzz_dtx fuzz_dtx_history)
-fuzz_targets=(handshake blade_handshake config hashtable btree dtx dtx_history)
+  smart_membership_tool
+  fuzz_seeds fuzz_handshake fuzz_blade_handshake fuzz_config fuzz_hashtable fuzz_btree fuzz_dtx fuzz_dtx_history
+  fuzz_etcd)
+fuzz_targets=(handshake blade_handshake config hashtable btree dtx dtx_history etcd)
 
 passed=0
 failed=0

@@ -7,9 +7,15 @@
 //   smart_membership watch --etcd URL --prefix PREFIX [--until-deleted KEY] [--timeout-ms N]
 //   smart_membership remove --etcd URL --key KEY       (revokes the member's lease)
 //   smart_membership bench --etcd URL [--calls N]      (latency of each call)
+//   smart_membership epoch show|init|remove|add --etcd URL --cluster C ...
+//       the cluster's epoch (smart/replica_set.h): init places --shards
+//       shards with --replicas copies on the registered blades (or
+//       --blades); remove and add propose the next epoch without or with
+//       --blade, against --expect-revision (default: the epoch just read)
 //
 // Exit status: 0 done, 1 a failure (named on stderr), 2 a usage error,
-// 3 a registration lost, 4 a watch timed out.
+// 3 a registration lost, 4 a watch timed out, 5 an epoch proposal lost to
+// another.
 #include <signal.h>
 
 #include <algorithm>
@@ -23,6 +29,7 @@
 #include "smart/command_line.h"
 #include "smart/etcd.h"
 #include "smart/membership.h"
+#include "smart/replica_set.h"
 #include "smart/util/peer_text.h"
 
 namespace {
@@ -168,6 +175,66 @@ int Bench(etcd::Client& c, int calls) {
   return 0;
 }
 
+void PrintEpoch(const membership::Epoch& e, int64_t revision) {
+  printf("epoch %llu %s at revision %lld: %s\n", static_cast<unsigned long long>(e.number),
+         e.phase == membership::EpochPhase::kOpen ? "open" : "fencing", static_cast<long long>(revision),
+         membership::EncodeEpoch(e).c_str());
+}
+
+struct EpochArgs {
+  std::string cluster = "default";
+  std::string action;  // show, init, remove, add
+  std::string blade;
+  std::vector<std::string> blades;
+  int replicas = 1;
+  int shards = 1;
+  int64_t expect_revision = -1;
+};
+
+int EpochCommand(etcd::Client& c, const EpochArgs& a) {
+  membership::Epoch current, next;
+  int64_t revision = 0;
+  Status s;
+  if (a.action != "init") {
+    s = membership::ReadEpoch(c, a.cluster, &current, &revision);
+    if (!s.ok()) return Fail("epoch", s);
+    if (a.action == "show") {
+      PrintEpoch(current, revision);
+      return 0;
+    }
+  }
+  if (a.action == "init") {
+    std::vector<std::string> blades = a.blades;
+    if (blades.empty()) {
+      std::vector<membership::Member> members;
+      s = membership::ListMembers(c, membership::BladePrefix(a.cluster), &members);
+      if (!s.ok()) return Fail("epoch init", s);
+      for (const auto& m : members) blades.push_back(m.id);
+    }
+    s = membership::FirstEpoch(blades, a.shards, a.replicas, &next);
+    revision = 0;
+  } else if (a.action == "remove") {
+    s = membership::RemoveBlade(current, a.blade, &next);
+  } else {
+    s = membership::AddBlade(current, a.blade, &next);
+  }
+  if (!s.ok()) return Fail(("epoch " + a.action).c_str(), s);
+  if (a.expect_revision >= 0) revision = a.expect_revision;
+  bool won = false;
+  membership::Epoch there;
+  int64_t at = 0;
+  s = membership::ProposeEpoch(c, a.cluster, next, revision, &won, &there, &at);
+  if (!s.ok()) return Fail(("epoch " + a.action).c_str(), s);
+  if (!won) {
+    printf("lost: ");
+    PrintEpoch(there, at);
+    return 5;
+  }
+  printf("won: ");
+  PrintEpoch(next, at);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -196,6 +263,19 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 86400000));
   auto* remove = app.add_subcommand("remove", "remove a member: revoke the lease its key is under (an operator's removal)");
   remove->add_option("--key", key, "the key")->required();
+  EpochArgs ea;
+  auto* epoch = app.add_subcommand("epoch", "the cluster's epoch: show, init, remove BLADE, add BLADE (exit 5: lost)");
+  epoch->add_option("ACTION", ea.action, "show, init, remove or add")
+      ->required()
+      ->check(CLI::IsMember({"show", "init", "remove", "add"}));
+  epoch->add_option("--cluster", ea.cluster, "the cluster's name (default: default)");
+  epoch->add_option("--blade", ea.blade, "the blade to remove or add");
+  epoch->add_option("--blades", ea.blades, "init: the blades, in order (default: those registered)")->delimiter(',');
+  epoch->add_option("--replicas", ea.replicas, "init: copies of each shard (default 1)")->check(CLI::Range(1, 3));
+  epoch->add_option("--shards", ea.shards, "init: shards (default 1)")->check(CLI::Range(1, 65536));
+  epoch->add_option("--expect-revision", ea.expect_revision,
+                    "propose only if the epoch's revision is this (default: the one just read)")
+      ->check(CLI::Range(int64_t{0}, INT64_MAX));
   auto* bench = app.add_subcommand("bench", "time each call (range, put, put-if, keep-alive), in turn");
   bench->add_option("--calls", calls, "calls of each kind (default 1000)")->check(CLI::Range(1, 10000000));
   SMART_PARSE_COMMAND_LINE(app, argc, argv);
@@ -215,5 +295,12 @@ int main(int argc, char** argv) {
   if (list->parsed()) return List(*client, prefix);
   if (watch->parsed()) return Watch(*client, prefix, until, watch_ms);
   if (remove->parsed()) return Remove(*client, key);
+  if (epoch->parsed()) {
+    if ((ea.action == "remove" || ea.action == "add") && ea.blade.empty()) {
+      fprintf(stderr, "smart_membership epoch %s: needs --blade\n", ea.action.c_str());
+      return kUsageError;
+    }
+    return EpochCommand(*client, ea);
+  }
   return Bench(*client, calls);
 }

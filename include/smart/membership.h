@@ -100,4 +100,33 @@ struct Member {
 Status ListMembers(etcd::Client& client, const std::string& prefix, std::vector<Member>* out,
                    int64_t* revision = nullptr);
 
+/// Where a memory blade registers: `/smart/<cluster>/blades/<blade_id>`.
+struct BladeMemberOptions {
+  std::string etcd;        ///< etcd's client URL; empty: no membership
+  std::string cluster = "default";  ///< the cluster's name (a path part)
+  std::string blade_id;    ///< this blade's id in the cluster (a path part)
+  std::string advertise;   ///< the host clients reach it at (empty: its bind address, or the host name)
+  std::chrono::milliseconds lease{2000};  ///< the blade's lease
+};
+
+/// Checks that `part` (a cluster name, a blade id) can be one part of an
+/// etcd key path: 1 to 128 bytes of printable ASCII, no '/' and no space.
+/// `what` names it in the error.
+Status CheckPathPart(const std::string& part, const char* what);
+
+/// The key a blade of `cluster` with `blade_id` registers.
+std::string BladeKey(const std::string& cluster, const std::string& blade_id);
+/// The prefix under which the blades of `cluster` register.
+std::string BladePrefix(const std::string& cluster);
+
+/// Registers a started memory blade (its address, port, pool ID and size)
+/// under its own lease. When the registration is lost, `on_lost` runs once
+/// from the renewal thread: the blade must end every session at once (it
+/// is out of the membership, and a newer epoch may go on without it).
+/// Fails naming etcd when it cannot be reached, and refuses a cluster or
+/// blade id that is empty or holds '/'.
+Status JoinAsBlade(const BladeMemberOptions& options, const std::string& bind_address, int port,
+                   const std::string& pool_id, uint64_t capacity_mib, const std::string& transport,
+                   std::function<void(const Status&)> on_lost, std::unique_ptr<Registration>* out);
+
 }  // namespace smart::membership

@@ -117,8 +117,12 @@ int WaitForTerminationOrReload();
 /// The whole main() of an application's memory-blade program (e.g.
 /// hashtable_backend): options CONFIG, --port, --bind, --capacity and
 /// --backing over backend.json, "listening on port N at ADDRESS" on stdout, serving until SIGINT or
-/// SIGTERM. Returns the exit status: 0, 1 (a runtime failure) or 2 (a usage
-/// error). `program` names it in messages; `description` heads --help.
+/// SIGTERM. With --etcd URL --blade-id ID (and --cluster, --advertise,
+/// --lease-ms) it also joins the membership in etcd (smart/membership.h)
+/// and, once its registration is lost, ends every session and exits 3.
+/// Returns the exit status: 0, 1 (a runtime failure), 2 (a usage error) or
+/// 3 (out of the membership). `program` names it in messages; `description`
+/// heads --help.
 int RunMemoryBladeMain(int argc, char** argv, const char* program, const char* description);
 
 }  // namespace smart

@@ -1,5 +1,8 @@
 // The main() that every application's memory-blade program shares.
 #include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <atomic>
 #include <cinttypes>
 #include <csignal>
 #include <cstdio>
@@ -8,6 +11,7 @@
 #include "smart/command_line.h"
 #include "smart/config.h"
 #include "smart/logging.h"
+#include "smart/membership.h"
 #include "smart/target.h"
 #include "smart/task.h"
 
@@ -29,7 +33,26 @@ int RunMemoryBladeMain(int argc, char** argv, const char* program, const char* d
                  "a key (auth.key_file) or an explicit \"auth\": \"none\" is required");
   app.add_option("--capacity", capacity, "MiB of memory to serve; overrides capacity")->check(CLI::Range(1, 1 << 30));
   app.add_option("--backing", backing, "where the pool lives: memfd, hugetlb, file:PATH or devdax:PATH; overrides backing");
+  membership::BladeMemberOptions member;
+  int lease_ms = 2000;
+  app.add_option("--etcd", member.etcd,
+                 "join the membership kept in etcd at this URL (e.g. http://127.0.0.1:2379) as --blade-id; "
+                 "without it the blade runs alone and needs no etcd");
+  app.add_option("--cluster", member.cluster, "the cluster's name in etcd (default: default)");
+  auto* id_option = app.add_option("--blade-id", member.blade_id, "this blade's id in the cluster (with --etcd)");
+  app.add_option("--advertise", member.advertise,
+                 "the host clients reach this blade at, as registered (default: the bind address, or the host "
+                 "name when it binds every address)");
+  app.add_option("--lease-ms", lease_ms,
+                 "the blade's lease in etcd: a blade that dies or stops leaves the membership this long after its "
+                 "last renewal (etcd grants whole seconds, at least 2; default 2000)")
+      ->check(CLI::Range(1, 3600000));
   SMART_PARSE_COMMAND_LINE(app, argc, argv);
+  if (!member.etcd.empty() && id_option->count() == 0) {
+    fprintf(stderr, "%s: --etcd needs --blade-id\n", program);
+    return kUsageError;
+  }
+  member.lease = std::chrono::milliseconds(lease_ms);
   // A configuration that cannot be read or makes no sense: exit 2, as a
   // usage error; what fails after (the port, the pool): exit 1.
   SmartConfig smart_config;
@@ -59,6 +82,32 @@ int RunMemoryBladeMain(int argc, char** argv, const char* program, const char* d
            target.pool_id_text().c_str(), target.port(), target.listen_address().c_str(),
            target.authenticates() ? "clients must prove the key" : "no key");
     fflush(stdout);
+    // The membership: once the blade's registration is lost (it stopped
+    // past its lease, or etcd removed it), it ends every session at once
+    // and exits 3; a newer epoch may go on without it.
+    std::unique_ptr<membership::Registration> registration;
+    static std::atomic<bool> lost{false};
+    if (!member.etcd.empty()) {
+      Status s = membership::JoinAsBlade(
+          member, backend.bind, target.port(), target.pool_id_text(), backend.capacity,
+          TransportKindName(target.transport()),
+          [&target](const Status& why) {
+            SMART_ERROR("memory blade: out of the membership (%s); ending every session", why.message().c_str());
+            target.stop();
+            lost.store(true);
+            kill(getpid(), SIGTERM);
+          },
+          &registration);
+      if (!s.ok()) {
+        fprintf(stderr, "%s: joining the membership: %s\n", program, s.ToString().c_str());
+        target.stop();
+        return 1;
+      }
+      printf("%s: joined cluster %s as blade %s in etcd at %s (lease %lld ms)\n", program, member.cluster.c_str(),
+             member.blade_id.c_str(), member.etcd.c_str(),
+             static_cast<long long>(registration->granted_lease().count()));
+      fflush(stdout);
+    }
     // SIGHUP: read the keys again (a rotation; docs/security.md).
     InstallReloadHandler();
     int sig;
@@ -72,6 +121,12 @@ int RunMemoryBladeMain(int argc, char** argv, const char* program, const char* d
     }
     SMART_INFO("%s: %s, shutting down (%.1f MiB of the pool in use)", program, strsignal(sig),
                static_cast<double>(target.resident_bytes()) / (1 << 20));
+    if (lost.load()) {
+      target.stop();
+      fprintf(stderr, "%s: %s\n", program, registration->status().ToString().c_str());
+      return 3;
+    }
+    registration.reset();  // leaves the membership at once, before the sessions end
     target.stop();
     return 0;
   } catch (const std::exception& e) {

@@ -1,13 +1,15 @@
 // Fuzz target: what etcd's JSON gateway answers (the membership's view of
-// the cluster comes from it). The first byte picks the parser (range, txn,
-// lease grant, keep-alive, watch message, error, or the watch stream split
-// at the second byte); the rest is the answer. Every answer is either
+// the cluster comes from it), and the epoch record other clients put there.
+// The first byte picks the parser (range, txn, lease grant, keep-alive,
+// watch message, error, the watch stream split at the second byte, or the
+// epoch record); the rest is the text. Every answer is either
 // refused with a Status or parsed into values that keep the parsers'
 // promises; none crashes, throws or is cut.
 #include <string>
 
 #include "fuzz_check.h"
 #include "smart/membership/etcd_json.h"
+#include "smart/replica_set.h"
 
 namespace {
 
@@ -19,7 +21,7 @@ void CheckKv(const KeyValue& kv) {
 }
 
 void Check(uint8_t which, uint8_t cut, const std::string& text) {
-  switch (which % 7) {
+  switch (which % 8) {
     case 0: {
       RangeResult r;
       if (json::ParseRange(text, "fuzz", &r).ok()) {
@@ -78,6 +80,21 @@ void Check(uint8_t which, uint8_t cut, const std::string& text) {
                        two.Feed(text.data() + at, text.size() - at, into(&b)).ok();
       FuzzCheck(ok1 == ok2, "a stream accepted whole but not in two pieces, or the other way");
       if (ok1) FuzzCheck(a == b && one.buffered() == two.buffered(), "a stream split differently in two pieces");
+      break;
+    }
+    case 7: {
+      membership::Epoch e;
+      if (membership::ParseEpoch(text, &e).ok()) {
+        FuzzCheck(membership::CheckEpoch(e).ok(), "an epoch accepted that breaks a rule");
+        for (size_t s = 0; s < e.shards.size(); ++s) {
+          std::string primary;
+          FuzzCheck(e.Primary(s, &primary).ok(), "an accepted epoch with a shard that has no primary");
+        }
+        membership::Epoch back;
+        FuzzCheck(membership::ParseEpoch(membership::EncodeEpoch(e), &back).ok() && back.number == e.number &&
+                      back.members == e.members && back.shards.size() == e.shards.size(),
+                  "an accepted epoch that does not read back the same");
+      }
       break;
     }
   }

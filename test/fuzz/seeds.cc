@@ -308,6 +308,9 @@ void Etcd() {
                               R"(},{"type":"DELETE","kv":{"key":"dy9h","mod_revision":"11"}}]}})");
   seed(4, "watch_canceled", R"({"result":{"header":{"raft_term":"2"},"canceled":true,"compact_revision":"7"}})");
   seed(5, "error", R"({"error":"etcdserver: requested lease not found","message":"etcdserver: requested lease not found","code":5})");
+  seed(7, "epoch",
+       R"({"epoch":4,"phase":"fencing","replicas":2,"members":{"a":"voting","b":"catching-up","c":"voting"},)"
+       R"("shards":[["a","b"],["c","b"],["c"]]})");
   seed(6, "stream", R"({"result":{"created":true}})" "\n" R"({"result":{"events":[{"kv":)" + kv + "}]}}\n{\"res");
 }
 

@@ -11,9 +11,16 @@
 #  6. with etcd stopped (SIGSTOP): a call fails in bounded time naming
 #     etcd, and a member that cannot renew gives up its registration
 #     within its lease (exit 3) rather than go on as if it held it;
-#  7. an operator's removal deletes the key, and the member finds out.
+#  7. an operator's removal deletes the key, and the member finds out;
+#  8. the epoch: the first one places the registered blades' shards, and of
+#     two proposals of the next one from the same revision, one wins.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/etcd_lib.sh"
+# Nothing here touches a transport: the Soft-RoCE tier has no more to test.
+if [[ ${SMART_TEST_TRANSPORT:-shm} == verbs ]]; then
+  echo "skipped: etcd alone, no transport (the shm tier runs it)"
+  exit 77
+fi
 start_etcd
 
 # Starts a member in the background and waits until it is registered.
@@ -153,3 +160,30 @@ membership remove --key "${P}5" | grep -q "^removed ${P}5" || fail "remove did n
 if membership remove --key "${P}5" 2>/dev/null; then fail "removing an absent member succeeded"; fi
 expect_exit "$m5" 3 "the removed member"
 pass "an operator's removal ends the member's registration"
+
+# 8.
+for b in m1 m2 m3; do
+  start_member "/smart/e/blades/$b" "$WORK_DIR/e.$b.log"
+done
+membership epoch init --cluster e --replicas 2 --shards 6 >"$WORK_DIR/init.log" || fail "epoch init failed"
+grep -q '^won: epoch 1 open' "$WORK_DIR/init.log" || fail "epoch init did not put epoch 1"
+grep -q '"shards":\[\["m1","m2"\],\["m2","m3"\],\["m3","m1"\]' "$WORK_DIR/init.log" || { cat "$WORK_DIR/init.log" >&2; fail "the registered blades were not placed in order"; }
+rev=$(membership epoch show --cluster e | sed -n 's/^epoch 1 open at revision \([0-9]*\):.*/\1/p')
+[[ -n $rev ]] || fail "epoch show did not print epoch 1 and its revision"
+membership epoch remove --cluster e --blade m1 --expect-revision "$rev" >"$WORK_DIR/p1.log" 2>&1 &
+p1=$!
+membership epoch remove --cluster e --blade m2 --expect-revision "$rev" >"$WORK_DIR/p2.log" 2>&1 &
+p2=$!
+rc1=0 rc2=0
+wait "$p1" || rc1=$?
+wait "$p2" || rc2=$?
+[[ "$rc1 $rc2" == "0 5" || "$rc1 $rc2" == "5 0" ]] || { cat "$WORK_DIR"/p[12].log >&2; fail "two proposals from one revision exited $rc1 and $rc2 (want one 0, one 5)"; }
+winner=m1
+[[ $rc2 == 0 ]] && winner=m2
+membership epoch show --cluster e >"$WORK_DIR/e2.log"
+grep -q '^epoch 2 fencing' "$WORK_DIR/e2.log" || fail "the epoch is not number 2 after the proposals"
+if grep -q "\"$winner\":" "$WORK_DIR/e2.log"; then fail "the winning proposal's removed blade is still a member"; fi
+if membership epoch init --cluster e --replicas 2 --shards 6 >/dev/null 2>&1; then
+  fail "a second epoch 1 was put over an existing epoch"
+fi
+pass "of two epoch proposals from one revision, one won"

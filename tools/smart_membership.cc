@@ -7,11 +7,13 @@
 //   smart_membership watch --etcd URL --prefix PREFIX [--until-deleted KEY] [--timeout-ms N]
 //   smart_membership remove --etcd URL --key KEY       (revokes the member's lease)
 //   smart_membership bench --etcd URL [--calls N]      (latency of each call)
-//   smart_membership epoch show|init|remove|add --etcd URL --cluster C ...
+//   smart_membership epoch show|init|remove|add|follow --etcd URL --cluster C ...
 //       the cluster's epoch (smart/replica_set.h): init places --shards
 //       shards with --replicas copies on the registered blades (or
 //       --blades); remove and add propose the next epoch without or with
-//       --blade, against --expect-revision (default: the epoch just read)
+//       --blade, against --expect-revision (default: the epoch just read);
+//       follow prints each epoch read under a client's epoch lease
+//       (--lease-ms), and when the view lapses and is current again
 //
 // Exit status: 0 done, 1 a failure (named on stderr), 2 a usage error,
 // 3 a registration lost, 4 a watch timed out, 5 an epoch proposal lost to
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "smart/command_line.h"
+#include "smart/epoch_view.h"
 #include "smart/etcd.h"
 #include "smart/membership.h"
 #include "smart/replica_set.h"
@@ -189,18 +192,60 @@ struct EpochArgs {
   int replicas = 1;
   int shards = 1;
   int64_t expect_revision = -1;
+  int lease_ms = 1000;
+  int for_ms = 0;
 };
+
+// Follows the epoch until SIGINT/SIGTERM or --for-ms, printing each epoch
+// read and each lapse of the view and its return.
+int Follow(const etcd::ClientOptions& eo, const EpochArgs& a) {
+  membership::EpochViewOptions o;
+  o.etcd = eo;
+  o.cluster = a.cluster;
+  o.lease = std::chrono::milliseconds(a.lease_ms);
+  o.on_change = [](const membership::Epoch& e, int64_t revision) {
+    PrintEpoch(e, revision);
+    fflush(stdout);
+  };
+  std::unique_ptr<membership::EpochView> view;
+  Status s = membership::EpochView::Start(o, &view);
+  if (!s.ok()) return Fail("epoch follow", s);
+  const auto end = Clock::now() + std::chrono::milliseconds(a.for_ms);
+  bool current = true;
+  while (!g_stop.load() && (a.for_ms == 0 || Clock::now() < end)) {
+    membership::Epoch e;
+    int64_t revision = 0;
+    s = view->Current(&e, &revision);
+    if (current && !s.ok()) {
+      printf("lapsed: %s\n", s.message().c_str());
+    } else if (!current && s.ok()) {
+      printf("current again: ");
+      PrintEpoch(e, revision);
+    }
+    fflush(stdout);
+    current = s.ok();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return 0;
+}
 
 int EpochCommand(etcd::Client& c, const EpochArgs& a) {
   membership::Epoch current, next;
   int64_t revision = 0;
   Status s;
+  if (a.action == "follow") return Fail("epoch follow", Status::Internal("follow is run by Follow()"));
   if (a.action != "init") {
     s = membership::ReadEpoch(c, a.cluster, &current, &revision);
     if (!s.ok()) return Fail("epoch", s);
     if (a.action == "show") {
       PrintEpoch(current, revision);
       return 0;
+    }
+    // Another proposal already replaced the epoch this one was meant for.
+    if (a.expect_revision >= 0 && revision != a.expect_revision) {
+      printf("lost: ");
+      PrintEpoch(current, revision);
+      return 5;
     }
   }
   if (a.action == "init") {
@@ -264,10 +309,10 @@ int main(int argc, char** argv) {
   auto* remove = app.add_subcommand("remove", "remove a member: revoke the lease its key is under (an operator's removal)");
   remove->add_option("--key", key, "the key")->required();
   EpochArgs ea;
-  auto* epoch = app.add_subcommand("epoch", "the cluster's epoch: show, init, remove BLADE, add BLADE (exit 5: lost)");
-  epoch->add_option("ACTION", ea.action, "show, init, remove or add")
+  auto* epoch = app.add_subcommand("epoch", "the cluster's epoch: show, init, remove BLADE, add BLADE (exit 5: lost), follow");
+  epoch->add_option("ACTION", ea.action, "show, init, remove, add or follow")
       ->required()
-      ->check(CLI::IsMember({"show", "init", "remove", "add"}));
+      ->check(CLI::IsMember({"show", "init", "remove", "add", "follow"}));
   epoch->add_option("--cluster", ea.cluster, "the cluster's name (default: default)");
   epoch->add_option("--blade", ea.blade, "the blade to remove or add");
   epoch->add_option("--blades", ea.blades, "init: the blades, in order (default: those registered)")->delimiter(',');
@@ -276,6 +321,10 @@ int main(int argc, char** argv) {
   epoch->add_option("--expect-revision", ea.expect_revision,
                     "propose only if the epoch's revision is this (default: the one just read)")
       ->check(CLI::Range(int64_t{0}, INT64_MAX));
+  epoch->add_option("--lease-ms", ea.lease_ms, "follow: the clients' epoch lease (default 1000)")
+      ->check(CLI::Range(3, 3600000));
+  epoch->add_option("--for-ms", ea.for_ms, "follow: stop after this long (default: until SIGINT/SIGTERM)")
+      ->check(CLI::Range(0, 86400000));
   auto* bench = app.add_subcommand("bench", "time each call (range, put, put-if, keep-alive), in turn");
   bench->add_option("--calls", calls, "calls of each kind (default 1000)")->check(CLI::Range(1, 10000000));
   SMART_PARSE_COMMAND_LINE(app, argc, argv);
@@ -300,6 +349,7 @@ int main(int argc, char** argv) {
       fprintf(stderr, "smart_membership epoch %s: needs --blade\n", ea.action.c_str());
       return kUsageError;
     }
+    if (ea.action == "follow") return Follow(eo, ea);
     return EpochCommand(*client, ea);
   }
   return Bench(*client, calls);

@@ -13,7 +13,9 @@
 #     within its lease (exit 3) rather than go on as if it held it;
 #  7. an operator's removal deletes the key, and the member finds out;
 #  8. the epoch: the first one places the registered blades' shards, and of
-#     two proposals of the next one from the same revision, one wins.
+#     two proposals of the next one from the same revision, one wins;
+#  9. a client's view of the epoch follows it, lapses once etcd cannot
+#     confirm it within the epoch lease, and is current again after.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/etcd_lib.sh"
 # Nothing here touches a transport: the Soft-RoCE tier has no more to test.
@@ -187,3 +189,26 @@ if membership epoch init --cluster e --replicas 2 --shards 6 >/dev/null 2>&1; th
   fail "a second epoch 1 was put over an existing epoch"
 fi
 pass "of two epoch proposals from one revision, one won"
+
+# 9.
+"$SMART_BIN/smart_membership" --etcd "$ETCD_URL" epoch follow --cluster e --lease-ms 1000 >"$WORK_DIR/follow.log" 2>&1 &
+follower=$!
+wait_line() {
+  local pattern=$1 what=$2
+  for _ in $(seq 1 300); do
+    grep -q "$pattern" "$WORK_DIR/follow.log" && return 0
+    sleep 0.1
+  done
+  cat "$WORK_DIR/follow.log" >&2
+  fail "the follower did not print $what"
+}
+wait_line '^epoch 2 fencing' "the epoch it started in"
+membership epoch add --cluster e --blade "$winner" >/dev/null || fail "epoch add failed"
+wait_line '^epoch 3 fencing' "the next epoch"
+kill -STOP "$ETCD_PID"
+wait_line '^lapsed: epoch view of cluster .e.: not confirmed' "that its view lapsed with etcd stopped"
+kill -CONT "$ETCD_PID"
+wait_line '^current again: epoch 3' "that its view is current again"
+kill -TERM "$follower"
+wait "$follower" || fail "the follower did not end cleanly"
+pass "a client's epoch view follows the epoch, and lapses within its lease when etcd cannot confirm it"

@@ -1,6 +1,7 @@
 #include "smart/epoch_view.h"
 
 #include "smart/logging.h"
+#include "smart/remote_lock.h"
 #include "smart/membership.h"
 #include "smart/util/peer_text.h"
 
@@ -8,10 +9,8 @@ namespace smart::membership {
 
 namespace {
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+// The steady clock of every lease (smart/remote_lock.h), signed.
+int64_t NowNs() { return static_cast<int64_t>(MonotonicNs()); }
 
 }  // namespace
 

@@ -247,17 +247,34 @@ Status ParseLeaseGrant(const std::string& text, const char* what, Lease* out) {
   return Status::OK();
 }
 
+namespace {
+
+// A streamed call's answer comes wrapped in "result", or is an "error".
+// *result points into *obj; with `bare_ok` an answer without the wrapper
+// is taken as the result itself.
+Status Streamed(const std::string& text, const char* what, bool bare_ok, json* obj, const json** result) {
+  Status s = Parse(text, what, obj);
+  if (!s.ok()) return s;
+  auto err = obj->find("error");
+  if (err != obj->end() && !err->is_null()) return ErrorStatus(200, err->dump(), what, false);
+  auto it = obj->find("result");
+  if (it == obj->end() && bare_ok) {
+    *result = obj;
+    return Status::OK();
+  }
+  if (it == obj->end() || !it->is_object()) return Bad(what, "no result object", text);
+  *result = &*it;
+  return Status::OK();
+}
+
+}  // namespace
+
 Status ParseKeepAlive(const std::string& text, const char* what, int64_t* ttl_s) {
   json obj;
-  Status s = Parse(text, what, &obj);
+  const json* r = nullptr;
+  Status s = Streamed(text, what, /*bare_ok=*/true, &obj, &r);
   if (!s.ok()) return s;
-  // A streamed call's answer comes wrapped in "result" (or "error").
-  auto err = obj.find("error");
-  if (err != obj.end() && !err->is_null()) return ErrorStatus(200, err->dump(), what, false);
-  auto it = obj.find("result");
-  const json& r = (it != obj.end()) ? *it : obj;
-  if (!r.is_object()) return Bad(what, "result is not an object", text);
-  if (!Int(r, "TTL", ttl_s) || *ttl_s < 0) return Bad(what, "TTL is not a count", text);
+  if (!Int(*r, "TTL", ttl_s) || *ttl_s < 0) return Bad(what, "TTL is not a count", text);
   return Status::OK();
 }
 
@@ -265,13 +282,10 @@ Status ParseWatchMessage(const std::string& text, WatchBatch* out) {
   static const char* what = "etcd watch";
   *out = WatchBatch();
   json obj;
-  Status s = Parse(text, what, &obj);
+  const json* result = nullptr;
+  Status s = Streamed(text, what, /*bare_ok=*/false, &obj, &result);
   if (!s.ok()) return s;
-  auto err = obj.find("error");
-  if (err != obj.end() && !err->is_null()) return ErrorStatus(200, err->dump(), what, false);
-  auto it = obj.find("result");
-  if (it == obj.end() || !it->is_object()) return Bad(what, "no result object", text);
-  const json& r = *it;
+  const json& r = *result;
   if (!Revision(r, &out->revision)) return Bad(what, "header.revision is not a revision", text);
   if (!Bool(r, "created", &out->created) || !Bool(r, "canceled", &out->canceled))
     return Bad(what, "created or canceled is not a boolean", text);

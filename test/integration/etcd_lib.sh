@@ -2,6 +2,9 @@
 #
 #   start_etcd       etcd on two free loopback ports, its data in WORK_DIR;
 #                    sets ETCD_PID and ETCD_URL; stopped when the script exits
+#   expect_exit PID STATUS WHO
+#                    waits (at most 60 s, against a hang) for process PID
+#                    to exit, and fails unless its status is STATUS
 #   membership ARGS  smart_membership --etcd $ETCD_URL ARGS, in the
 #                    foreground (in the background, run the binary itself,
 #                    so that $! is its pid and a signal reaches it)
@@ -42,4 +45,18 @@ start_etcd() {
 
 membership() {
   "$SMART_BIN/smart_membership" --etcd "$ETCD_URL" "$@"
+}
+
+expect_exit() {
+  local pid=$1 want=$2 who=$3 rc=0
+  for _ in $(seq 1 600); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -KILL "$pid" 2>/dev/null || true
+    fail "$who was still running after 60 s (want exit $want)"
+  fi
+  wait "$pid" || rc=$?
+  [[ $rc == "$want" ]] || fail "$who exited $rc, not $want"
 }

@@ -53,21 +53,6 @@ wait_members() {
   fail "$prefix has $got members, not $want"
 }
 
-# Waits for process $1 to exit (at most 60 s, against a hang) and checks
-# its exit status is $2; $3 says who it is.
-expect_exit() {
-  local pid=$1 want=$2 who=$3 rc=0
-  for _ in $(seq 1 600); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -KILL "$pid" 2>/dev/null || true
-    fail "$who was still running after 60 s (want exit $want)"
-  fi
-  wait "$pid" || rc=$?
-  [[ $rc == "$want" ]] || fail "$who exited $rc, not $want"
-}
 
 P=/test/blades/
 

@@ -35,17 +35,6 @@ start_member_blade() {
   fail "blade $id did not join the membership"
 }
 
-# Waits (at most 60 s, against a hang) for process $1 to exit with status $2.
-expect_exit() {
-  local pid=$1 want=$2 who=$3 rc=0
-  for _ in $(seq 1 600); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -0 "$pid" 2>/dev/null && { kill -KILL "$pid"; fail "$who was still running after 60 s (want exit $want)"; }
-  wait "$pid" || rc=$?
-  [[ $rc == "$want" ]] || fail "$who exited $rc, not $want"
-}
 
 members() { membership list --prefix "$PREFIX" | grep -vc '^#' || true; }
 

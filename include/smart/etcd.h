@@ -134,6 +134,8 @@ class Client {
 
   /// The endpoint this client talks to.
   const std::string& endpoint() const;
+  /// Changes the bound on each call from now on (ClientOptions::request_timeout).
+  void set_request_timeout(std::chrono::milliseconds timeout);
 
   struct Impl;
 

@@ -6,10 +6,13 @@
 /// membership within one lease, and every watcher of the prefix sees it go.
 ///
 /// A registration never comes back by itself. Once its lease may have
-/// lapsed (etcd said so, or no renewal was confirmed for a whole lease
-/// counted from when the last confirmed renewal was *sent*), valid() is
-/// false for good, and the owner must stop acting as a member (a blade
-/// fences its sessions) and register again as a new member.
+/// lapsed (etcd said so, or no renewal was confirmed for 90% of a lease
+/// counted from when the last confirmed renewal was *sent*; the rest is a
+/// margin for clock rates), valid() is false for good, and the owner must
+/// stop acting as a member (a blade fences its sessions) and register
+/// again as a new member. The renewal thread wakes when the lease runs out
+/// and bounds each renewal by what is left of it, so on_lost runs then at
+/// the latest.
 #pragma once
 
 #include <atomic>
@@ -40,6 +43,7 @@ struct RegistrationOptions {
   /// (a member that died a moment ago under the same id); 0: fail at once.
   std::chrono::milliseconds wait_for_key{0};
   /// Called once, from the renewal thread, when the registration is lost.
+  /// It may call StopRenewing(); it must not destroy the Registration.
   std::function<void(const Status& why)> on_lost;
 };
 
@@ -78,9 +82,10 @@ class Registration {
   int64_t lease_id_ = 0;
   int64_t revision_ = 0;
   std::chrono::milliseconds granted_{0};
-  // Nanoseconds (steady clock) until which the lease certainly holds.
-  std::atomic<int64_t> valid_until_ns_{0};
   mutable std::mutex mutex_;
+  // Nanoseconds (MonotonicNs) until which the lease certainly holds;
+  // guarded by mutex_.
+  int64_t valid_until_ns_ = 0;
   std::condition_variable wake_;
   bool stopping_ = false;
   Status lost_;

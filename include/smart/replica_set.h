@@ -94,8 +94,9 @@ Status ReadEpoch(etcd::Client& client, const std::string& cluster, Epoch* out, i
 /// Puts `next` as `cluster`'s epoch if the epoch's mod_revision is still
 /// `expected_mod_revision` (0: only if there is none). *won says whether it
 /// was put; when not, *current (if given) is the epoch that is there.
-/// `next` must pass CheckEpoch, and its number must be one more than the
-/// epoch it replaces (1 for the first).
+/// `next` must pass CheckEpoch; number 1 is proposed only where there is
+/// no epoch. That `next` is one more than the epoch it replaces is the
+/// caller's to keep (RemoveBlade and AddBlade do).
 Status ProposeEpoch(etcd::Client& client, const std::string& cluster, const Epoch& next,
                     int64_t expected_mod_revision, bool* won, Epoch* current = nullptr,
                     int64_t* revision = nullptr);

@@ -101,6 +101,8 @@ Status CheckEpoch(const Epoch& e) {
 }
 
 Status RemoveBlade(const Epoch& current, const std::string& dead, Epoch* next) {
+  Status checked = CheckEpoch(current);
+  if (!checked.ok()) return checked;
   if (current.members.count(dead) == 0) return Bad("'" + PeerText(dead) + "' is not a member");
   Epoch e = current;
   e.number = current.number + 1;
@@ -122,7 +124,8 @@ Status RemoveBlade(const Epoch& current, const std::string& dead, Epoch* next) {
 }
 
 Status AddBlade(const Epoch& current, const std::string& blade, Epoch* next) {
-  Status s = CheckPathPart(blade, "blade id");
+  Status s = CheckEpoch(current);
+  if (s.ok()) s = CheckPathPart(blade, "blade id");
   if (!s.ok()) return s;
   if (current.members.count(blade) != 0) return Bad("'" + PeerText(blade) + "' is already a member");
   Epoch e = current;

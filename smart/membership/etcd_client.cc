@@ -80,8 +80,9 @@ struct Client::Impl {
     curl_easy_setopt(handle, CURLOPT_WRITEDATA, &sink);
     const CURLcode rc = curl_easy_perform(handle);
     if (sink.too_big) {
-      return Status::Internal(std::string(what) + ": etcd's answer is larger than " + std::to_string(kMaxAnswer) +
-                              " bytes; refused rather than cut");
+      std::string text = std::string(what) + ": etcd's answer is larger than " + std::to_string(kMaxAnswer) +
+                         " bytes; refused rather than cut";
+      return mutating ? Status::OutcomeUnknown(text + " (it may have taken effect)") : Status::Internal(text);
     }
     if (rc != CURLE_OK) {
       std::string text = std::string(what) + " to " + options.endpoint + path + ": " + curl_easy_strerror(rc);
@@ -119,6 +120,10 @@ Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 
 const std::string& Client::endpoint() const { return impl_->options.endpoint; }
+
+void Client::set_request_timeout(std::chrono::milliseconds timeout) {
+  impl_->options.request_timeout = std::max(timeout, std::chrono::milliseconds(1));
+}
 
 std::string PrefixEnd(const std::string& prefix) {
   std::string end = prefix;
@@ -202,7 +207,10 @@ Status Client::GrantLease(int64_t ttl_s, Lease* out) {
   std::string answer;
   Status s = impl_->Call("/v3/lease/grant", json::LeaseGrantRequest(ttl_s), "etcd lease grant", true, &answer);
   if (!s.ok()) return s;
-  return json::ParseLeaseGrant(answer, "etcd lease grant", out);
+  s = json::ParseLeaseGrant(answer, "etcd lease grant", out);
+  // A lease may have been granted; nobody renews it, so it lapses.
+  if (!s.ok()) return Status::OutcomeUnknown(s.message() + " (a lease may have been granted; it lapses)");
+  return Status::OK();
 }
 
 Status Client::KeepAlive(int64_t lease, int64_t* ttl_s) {
@@ -293,7 +301,7 @@ Status Client::Watch(const std::string& prefix, int64_t start_revision,
       long http = 0;
       curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &http);
       if (rc == CURLE_OK && http != 200 && http != 0) {
-        result = json::ErrorStatus(http, "", "etcd watch", false);
+        result = json::ErrorStatus(http, state.splitter.TakePartial(), "etcd watch", false);
       } else {
         result = Status::PeerFailed("etcd watch to " + impl_->options.endpoint + ": the stream ended (" +
                                     curl_easy_strerror(rc) + ")");

@@ -256,7 +256,20 @@ Status Streamed(const std::string& text, const char* what, bool bare_ok, json* o
   Status s = Parse(text, what, obj);
   if (!s.ok()) return s;
   auto err = obj->find("error");
-  if (err != obj->end() && !err->is_null()) return ErrorStatus(200, err->dump(), what, false);
+  if (err != obj->end() && !err->is_null()) {
+    // Only its message and code are read: the rest (of any depth) is not
+    // printed.
+    json small = json::object();
+    for (const char* field : {"message", "error"}) {
+      if (err->is_object() && err->contains(field) && (*err)[field].is_string()) {
+        small["message"] = (*err)[field];
+        break;
+      }
+    }
+    if (err->is_string()) small["message"] = *err;
+    if (err->is_object() && err->contains("code") && (*err)["code"].is_number_integer()) small["code"] = (*err)["code"];
+    return ErrorStatus(200, small.dump(), what, false);
+  }
   auto it = obj->find("result");
   if (it == obj->end() && bare_ok) {
     *result = obj;
@@ -336,11 +349,14 @@ Status ErrorStatus(long http_status, const std::string& body, const char* what, 
   std::string text = std::string(what) + ": etcd answered HTTP " + std::to_string(http_status);
   if (code >= 0) text += ", code " + std::to_string(code);
   text += ": " + PeerText(message);
-  // gRPC codes: 4 deadline exceeded, 14 unavailable; etcd's own timeouts.
-  const bool may_have_applied = code == 4 || code == 14 || http_status == 503 || http_status == 504 ||
-                                message.find("timed out") != std::string::npos ||
-                                message.find("leader changed") != std::string::npos;
-  if (may_have_applied) {
+  // A refusal is definite only for what etcd checks before it applies a
+  // change: gRPC's invalid argument (3), not found (5), already exists (6),
+  // permission denied (7), failed precondition (9), out of range (11) and
+  // unauthenticated (16), or the gateway's 400 and 404. Anything else
+  // (timeouts, unavailable, canceled, a proxy's 502) may have taken effect.
+  const bool definite = code == 3 || code == 5 || code == 6 || code == 7 || code == 9 || code == 11 ||
+                        code == 16 || ((http_status == 400 || http_status == 404) && code < 0);
+  if (!definite) {
     return mutating ? Status::OutcomeUnknown(text + " (it may have taken effect)") : Status::PeerFailed(text);
   }
   if (code == 3) return Status::InvalidArgument(text);

@@ -54,6 +54,8 @@ class WatchStreamSplitter {
   // first non-OK status on_message returns, or at an over-long line.
   Status Feed(const char* data, size_t len, const std::function<Status(const std::string&)>& on_message);
   size_t buffered() const { return partial_.size(); }
+  // What came after the last newline (an error answer's body has none).
+  std::string TakePartial() { return std::move(partial_); }
 
  private:
   std::string partial_;

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "smart/etcd.h"
 #include "smart/logging.h"
 #include "smart/remote_lock.h"
@@ -10,6 +12,15 @@ namespace {
 
 // The steady clock of every lease (smart/remote_lock.h), signed.
 int64_t NowNs() { return static_cast<int64_t>(MonotonicNs()); }
+
+// Leases longer than a day are not asked for (RegistrationOptions::lease is
+// below that); a TTL above it is nonsense from etcd.
+constexpr int64_t kMaxLeaseS = 86400;
+
+// How long a lease of ttl_s seconds certainly holds from when its grant or
+// renewal was sent: 90% of it, the rest a margin for clocks that run at
+// different rates here and in etcd.
+int64_t HeldNs(int64_t ttl_s) { return ttl_s * 900'000'000; }
 
 }  // namespace
 
@@ -41,8 +52,13 @@ Status Registration::Start(const RegistrationOptions& options, std::unique_ptr<R
     if (txn.succeeded) {
       r->lease_id_ = lease.id;
       r->revision_ = txn.revision;
+      if (lease.ttl_s > kMaxLeaseS) {
+        (void)r->client_->RevokeLease(lease.id);
+        return Status::Internal("membership: etcd granted a lease of " + std::to_string(lease.ttl_s) +
+                                " s for one of " + std::to_string(ttl_s) + " s");
+      }
       r->granted_ = std::chrono::milliseconds(lease.ttl_s * 1000);
-      r->valid_until_ns_.store(sent + lease.ttl_s * 1'000'000'000, std::memory_order_release);
+      r->valid_until_ns_ = sent + HeldNs(lease.ttl_s);
       break;
     }
     (void)r->client_->RevokeLease(lease.id);
@@ -61,6 +77,7 @@ Status Registration::Start(const RegistrationOptions& options, std::unique_ptr<R
 
 Registration::~Registration() {
   StopRenewing();
+  if (renewer_.joinable()) renewer_.join();
   if (valid()) (void)client_->RevokeLease(lease_id_);  // best effort: otherwise it lapses
 }
 
@@ -71,21 +88,22 @@ void Registration::StopRenewing() {
     stopping_ = true;
   }
   wake_.notify_all();
-  if (renewer_.joinable()) renewer_.join();
+  // From the renewal thread itself (an on_lost callback): it ends by itself.
+  if (renewer_.joinable() && renewer_.get_id() != std::this_thread::get_id()) renewer_.join();
 }
 
+// Under mutex_: the time is read under the lock, so a renewal that comes
+// back after valid() saw the lease run out finds it run out too, and never
+// revives it (RenewLoop).
 bool Registration::valid() const {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!lost_.ok()) return false;
-  }
-  return NowNs() < valid_until_ns_.load(std::memory_order_acquire);
+  std::lock_guard<std::mutex> lock(mutex_);
+  return lost_.ok() && NowNs() < valid_until_ns_;
 }
 
 Status Registration::status() const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!lost_.ok()) return lost_;
-  if (NowNs() >= valid_until_ns_.load(std::memory_order_acquire))
+  if (NowNs() >= valid_until_ns_)
     return Status::LockLost("membership: no renewal of lease " + std::to_string(lease_id_) +
                             " was confirmed within the lease");
   return Status::OK();
@@ -102,34 +120,66 @@ void Registration::Lose(const Status& why) {
 }
 
 void Registration::RenewLoop() {
-  const auto period = granted_ / 3;
+  const int64_t period_ns = granted_.count() * 1'000'000 / 3;
+  int64_t next_ns = NowNs() + period_ns;
+  const Status lapsed = Status::LockLost("membership: no renewal of lease " + std::to_string(lease_id_) +
+                                         " was confirmed within the lease (" + std::to_string(granted_.count()) +
+                                         " ms, less a 10% margin)");
   for (;;) {
+    int64_t until_ns = 0;
     {
+      // Wake for the next renewal, or when the lease runs out, whichever
+      // comes first: a lapse is noticed at once, not a period later.
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait_for(lock, period, [this] { return stopping_; });
+      const int64_t wake_ns = std::min(next_ns, valid_until_ns_);
+      wake_.wait_for(lock, std::chrono::nanoseconds(std::max<int64_t>(0, wake_ns - NowNs())),
+                     [this] { return stopping_; });
       if (stopping_) return;
-    }
-    if (NowNs() >= valid_until_ns_.load(std::memory_order_acquire)) {
-      Lose(Status::LockLost("membership: no renewal of lease " + std::to_string(lease_id_) +
-                            " was confirmed within the lease (" + std::to_string(granted_.count()) + " ms)"));
-      return;
+      until_ns = valid_until_ns_;
     }
     const int64_t sent = NowNs();
+    if (sent >= until_ns) {
+      Lose(lapsed);
+      return;
+    }
+    if (sent < next_ns) continue;  // woke early
+    next_ns = sent + period_ns;
+    // The call ends by the time the lease would run out, so that a hung
+    // etcd cannot keep this thread from noticing.
+    client_->set_request_timeout(std::chrono::milliseconds(
+        std::max<int64_t>(1, std::min<int64_t>(options_.etcd.request_timeout.count(), (until_ns - sent) / 1'000'000))));
     int64_t ttl_s = 0;
     Status s = client_->KeepAlive(lease_id_, &ttl_s);
     if (s.code() == Status::Code::kLockLost || s.code() == Status::Code::kNotFound) {
       Lose(s);
       return;
     }
+    if (s.ok() && ttl_s > granted_.count() / 1000) {
+      Lose(Status::LockLost("membership: etcd renewed lease " + std::to_string(lease_id_) + " for " +
+                            std::to_string(ttl_s) + " s, more than the " + std::to_string(granted_.count() / 1000) +
+                            " s granted; taken as lost"));
+      return;
+    }
     if (!s.ok()) {
       SMART_WARN("membership: renewing lease %lld: %s", static_cast<long long>(lease_id_), s.message().c_str());
       continue;  // tried again next period, until the lease runs out
     }
-    // The lease now runs ttl_s from when etcd renewed it, which is after
-    // this renewal was sent: counting from the send is safe.
-    const int64_t until = sent + ttl_s * 1'000'000'000;
-    if (until > valid_until_ns_.load(std::memory_order_acquire))
-      valid_until_ns_.store(until, std::memory_order_release);
+    bool ran_out = false;
+    {
+      // The lease now runs ttl_s from when etcd renewed it, which is after
+      // this renewal was sent: counting from the send is safe. A renewal
+      // that comes back after the lease ran out here revives nothing.
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (NowNs() >= valid_until_ns_) {
+        ran_out = true;
+      } else {
+        valid_until_ns_ = sent + HeldNs(ttl_s);
+      }
+    }
+    if (ran_out) {
+      Lose(lapsed);
+      return;
+    }
   }
 }
 

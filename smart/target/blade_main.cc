@@ -85,16 +85,16 @@ int RunMemoryBladeMain(int argc, char** argv, const char* program, const char* d
     // The membership: once the blade's registration is lost (it stopped
     // past its lease, or etcd removed it), it ends every session at once
     // and exits 3; a newer epoch may go on without it.
-    std::unique_ptr<membership::Registration> registration;
-    static std::atomic<bool> lost{false};
+    std::atomic<bool> lost{false};
+    std::unique_ptr<membership::Registration> registration;  // goes before `lost`
     if (!member.etcd.empty()) {
       Status s = membership::JoinAsBlade(
           member, backend.bind, target.port(), target.pool_id_text(), backend.capacity,
           TransportKindName(target.transport()),
-          [&target](const Status& why) {
+          [&target, &lost](const Status& why) {
+            lost.store(true);
             SMART_ERROR("memory blade: out of the membership (%s); ending every session", why.message().c_str());
             target.stop();
-            lost.store(true);
             kill(getpid(), SIGTERM);
           },
           &registration);

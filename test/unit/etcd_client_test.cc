@@ -2,11 +2,6 @@
 // server that answers, stalls or hangs up as a test says): every failure is
 // reported in bounded time, and a change whose request may have reached
 // etcd is reported as of unknown outcome, never as failed.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -14,78 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include "fake_etcd.h"
 #include "smart/etcd.h"
 
 namespace smart::etcd {
 namespace {
-
-// What the stand-in does with each request, once it has read it whole.
-enum class Mode { kAnswer, kStall, kHangUp };
-
-class FakeEtcd {
- public:
-  FakeEtcd(Mode mode, int status = 200, std::string body = "{}")
-      : mode_(mode), status_(status), body_(std::move(body)) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    socklen_t len = sizeof(a);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    EXPECT_EQ(listen(fd_, 8), 0);
-    thread_ = std::thread([this] { Serve(); });
-  }
-  ~FakeEtcd() {
-    stop_ = true;
-    shutdown(fd_, SHUT_RDWR);
-    close(fd_);
-    thread_.join();
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  int requests() const { return requests_.load(); }
-
- private:
-  void Serve() {
-    while (!stop_) {
-      const int c = accept(fd_, nullptr, nullptr);
-      if (c < 0) return;
-      std::string in;
-      char buf[4096];
-      for (;;) {
-        const size_t head = in.find("\r\n\r\n");
-        if (head != std::string::npos) {
-          const size_t cl = in.find("Content-Length: ");
-          const size_t want = cl == std::string::npos ? 0 : std::stoul(in.substr(cl + 16));
-          if (in.size() >= head + 4 + want) break;
-        }
-        const ssize_t n = read(c, buf, sizeof(buf));
-        if (n <= 0) break;
-        in.append(buf, n);
-      }
-      ++requests_;
-      if (mode_ == Mode::kAnswer) {
-        const std::string out = "HTTP/1.1 " + std::to_string(status_) + " X\r\nContent-Type: application/json\r\n" +
-                                "Content-Length: " + std::to_string(body_.size()) + "\r\nConnection: close\r\n\r\n" +
-                                body_;
-        (void)!write(c, out.data(), out.size());
-      } else if (mode_ == Mode::kStall) {
-        while (!stop_) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-      close(c);
-    }
-  }
-
-  Mode mode_;
-  int status_;
-  std::string body_;
-  int fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> requests_{0};
-  std::thread thread_;
-};
 
 std::unique_ptr<Client> Connect(const std::string& url, int timeout_ms = 300) {
   ClientOptions o;

@@ -10,6 +10,7 @@
 #include "fuzz_check.h"
 #include "smart/membership/etcd_json.h"
 #include "smart/replica_set.h"
+#include "smart/util/peer_text.h"
 
 namespace {
 
@@ -61,7 +62,8 @@ void Check(uint8_t which, uint8_t cut, const std::string& text) {
     case 5: {
       Status s = json::ErrorStatus(400 + cut, text, "fuzz", cut & 1);
       FuzzCheck(!s.ok(), "an error answer taken as success");
-      FuzzCheck(s.message().size() < 1024, "an error message that repeats all of the peer's text");
+      // PeerText shows at most kMaxPeerText bytes of it, each at most \xNN.
+      FuzzCheck(s.message().size() < 4 * kMaxPeerText + 256, "an error message that repeats all of the peer's text");
       break;
     }
     case 6: {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cinttypes>
+#include <mutex>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -85,22 +86,30 @@ int RunMemoryBladeMain(int argc, char** argv, const char* program, const char* d
     // The membership: once the blade's registration is lost (it stopped
     // past its lease, or etcd removed it), it ends every session at once
     // and exits 3; a newer epoch may go on without it.
+    // Target::stop() runs on one thread at a time: the renewal thread's
+    // (a lost registration) and this one's (a signal during it) take turns.
+    std::mutex stop_mutex;
+    auto stop_target = [&target, &stop_mutex] {
+      std::lock_guard<std::mutex> lock(stop_mutex);
+      target.stop();
+    };
     std::atomic<bool> lost{false};
-    std::unique_ptr<membership::Registration> registration;  // goes before `lost`
+    // Declared after what its callback uses, so destroyed before it.
+    std::unique_ptr<membership::Registration> registration;
     if (!member.etcd.empty()) {
       Status s = membership::JoinAsBlade(
           member, backend.bind, target.port(), target.pool_id_text(), backend.capacity,
           TransportKindName(target.transport()),
-          [&target, &lost](const Status& why) {
+          [&stop_target, &lost](const Status& why) {
             lost.store(true);
             SMART_ERROR("memory blade: out of the membership (%s); ending every session", why.message().c_str());
-            target.stop();
+            stop_target();
             kill(getpid(), SIGTERM);
           },
           &registration);
       if (!s.ok()) {
         fprintf(stderr, "%s: joining the membership: %s\n", program, s.ToString().c_str());
-        target.stop();
+        stop_target();
         return 1;
       }
       printf("%s: joined cluster %s as blade %s in etcd at %s (lease %lld ms)\n", program, member.cluster.c_str(),
@@ -122,12 +131,12 @@ int RunMemoryBladeMain(int argc, char** argv, const char* program, const char* d
     SMART_INFO("%s: %s, shutting down (%.1f MiB of the pool in use)", program, strsignal(sig),
                static_cast<double>(target.resident_bytes()) / (1 << 20));
     if (lost.load()) {
-      target.stop();
+      stop_target();
       fprintf(stderr, "%s: %s\n", program, registration->status().ToString().c_str());
       return 3;
     }
     registration.reset();  // leaves the membership at once, before the sessions end
-    target.stop();
+    stop_target();
     return 0;
   } catch (const std::exception& e) {
     fprintf(stderr, "%s: %s\n", program, e.what());
